@@ -1,0 +1,19 @@
+"""The ``kopf-outcomes`` console script: one click group, one sub-module per command family."""
+from __future__ import annotations
+
+import click
+
+
+@click.group()
+@click.version_option(package_name="kopf-outcomes")
+def main() -> None:
+    """Outcomes for Kopf handlers: local cluster, policies, plugins."""
+
+
+def _register_commands() -> None:
+    from kopf_outcomes.cluster.cli import cluster
+
+    main.add_command(cluster)
+
+
+_register_commands()
