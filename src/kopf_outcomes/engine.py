@@ -1,0 +1,79 @@
+"""
+Deciding an outcome: classification, adjustment and observation through the plugins.
+
+This module knows nothing of Kopf's internals; :mod:`kopf_outcomes.patch` feeds it runs
+and turns its decisions into what Kopf does next.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableMapping
+from typing import Any
+
+from kopf_outcomes import builtin
+from kopf_outcomes.outcomes import Outcome, Retry
+from kopf_outcomes.plugins import Plugins
+from kopf_outcomes.runs import Decision, HandlerRun
+
+
+def decide(plugins: Plugins, run: HandlerRun, *, result: object = None,
+           exception: Exception | None = None) -> Outcome | None:
+    """
+    The outcome of a run, or None to leave the run to stock Kopf as it is.
+
+    A plugin that fails is contained: the run becomes a Retry at ERROR (finalizer kept).
+    """
+    if plugins.only_builtins:  # the hot path: no pluggy round-trips for nothing
+        if exception is None:
+            outcome = builtin.kopf_outcomes_classify_result(run=run, result=result)
+        else:
+            outcome = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
+        return None if builtin.is_stock(outcome) else outcome
+
+    hook = plugins.manager.hook
+    try:
+        if exception is None:
+            outcome = hook.kopf_outcomes_classify_result(run=run, result=result)
+            _check(outcome, "kopf_outcomes_classify_result")
+        else:
+            outcome = hook.kopf_outcomes_classify_exception(run=run, exception=exception)
+            _check(outcome, "kopf_outcomes_classify_exception")
+        decision = Decision(outcome=outcome, origin=exception if exception is not None else result)
+        hook.kopf_outcomes_adjust_outcome(run=run, decision=decision)
+        _check(decision.outcome, "kopf_outcomes_adjust_outcome")
+    except Exception as e:
+        return contained(plugins, run, e)
+    if decision.outcome is outcome and builtin.is_stock(outcome):
+        return None
+    return decision.outcome
+
+
+def observe(plugins: Plugins, run: HandlerRun, outcome: Outcome,
+            patch: MutableMapping[str, Any]) -> Outcome | None:
+    """Tell the observers; return the fallback outcome if one of them failed, else None."""
+    if plugins.only_builtins:
+        return None
+    try:
+        plugins.manager.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
+    except Exception as e:
+        return contained(plugins, run, e)
+    return None
+
+
+def contained(plugins: Plugins, run: HandlerRun, error: Exception) -> Outcome:
+    """Log a plugin's failure with its name; fall back to the safe side: retry, keep the finalizer."""
+    culprit = plugins.culprit(error)
+    reason = (f"plugin {culprit!r} failed: {type(error).__name__}: {error}; "
+              f"retrying in {run.backoff:g} seconds (the finalizer is kept)")
+    run.logger.error(f"Handler {run.handler_id!r}: {reason}")
+    return Retry(reason, delay=run.backoff, level=logging.ERROR)
+
+
+class HookResultError(TypeError):
+    """A hook returned something that is not an outcome."""
+
+
+def _check(outcome: object, hook_name: str) -> None:
+    if not isinstance(outcome, Outcome):
+        raise HookResultError(f"{hook_name} produced {outcome!r}, expected an Outcome "
+                              f"(Success, Pending, Retry or Fatal)")

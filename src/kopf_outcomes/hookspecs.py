@@ -1,0 +1,118 @@
+"""
+Hook specifications: the ways plugins take part in deciding what a handler run means.
+
+A run goes through the hooks in this order:
+
+1. ``kopf_outcomes_handler_options`` — once per handler and resource kind, cached.
+2. ``kopf_outcomes_classify_result`` or ``kopf_outcomes_classify_exception`` — the first
+   plugin that returns an outcome decides; the built-ins reproduce stock Kopf and run last.
+3. ``kopf_outcomes_adjust_outcome`` — every plugin may replace the decided outcome.
+4. ``kopf_outcomes_observe_outcome`` — every plugin is told the final outcome and may add
+   to the object's patch (never make API calls of its own: the patch is applied by Kopf,
+   together with Kopf's own changes, in one request).
+
+A plugin that raises in any hook is contained: it is logged with its name, the run falls
+back to the safe side (``Retry`` at ERROR: the finalizer is kept and the handler runs again),
+and the operator keeps running.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+
+import pluggy
+
+from kopf_outcomes.options import HandlerOptions
+from kopf_outcomes.outcomes import Outcome
+from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
+
+PROJECT_NAME = "kopf_outcomes"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def kopf_outcomes_handler_options(handler_id: str, resource: ResourceRef | None) -> HandlerOptions | None:
+    """Options for a handler: memory scope, explicit completion, fatal-on-delete, ...
+
+    Called once per handler id and resource kind; the answer is cached for the process.
+    All answers are merged field by field; the first plugin to set a field wins
+    (options from :func:`kopf_outcomes.handler_options` come first, then policies).
+
+    :param handler_id: Kopf's handler id, e.g. ``"delete_fn"`` or ``"create_fn/sub1"``.
+    :param resource: the resource kind, or None for handlers not bound to one (activities).
+    :return: options, with None for the fields this plugin does not set; or None.
+    """
+
+
+@hookspec(firstresult=True)
+def kopf_outcomes_classify_result(run: HandlerRun, result: object) -> Outcome | None:
+    """Decide what a handler's return value means.
+
+    Called after every handler run that returned normally, with the returned value.
+    Stops at the first non-None result. The built-in implementation runs last: an outcome
+    object is taken as it is; with ``explicit_completion``, True/False become
+    Success/Pending; anything else is a :class:`~kopf_outcomes.Success` carrying the result.
+
+    :param run: the handler run.
+    :param result: what the handler returned.
+    :return: the outcome, or None to let the next plugin (finally the built-in) decide.
+    """
+
+
+@hookspec(firstresult=True)
+def kopf_outcomes_classify_exception(run: HandlerRun, exception: Exception) -> Outcome | None:
+    """Decide what an exception raised by a handler means.
+
+    Called after every handler run that raised (never for cancellation). Stops at the first
+    non-None result. The built-in implementation runs last and reproduces stock Kopf:
+    ``TemporaryError`` → ``Retry(level=ERROR)``, ``PermanentError`` → ``Fatal``, other
+    exceptions by the handler's ``errors=`` mode; outcome objects raised are taken as they are.
+
+    :param run: the handler run.
+    :param exception: what the handler raised.
+    :return: the outcome, or None to let the next plugin decide.
+    """
+
+
+@hookspec
+def kopf_outcomes_adjust_outcome(run: HandlerRun, decision: Decision) -> None:
+    """Adjust the decided outcome: escalate after N retries, cap levels, retain on delete.
+
+    Called for every decided outcome, by every plugin, in pluggy's order (``tryfirst`` and
+    ``trylast`` apply). Replace ``decision.outcome`` to change it; later plugins see the
+    replacement. Return values are ignored.
+
+    :param run: the handler run.
+    :param decision: the decision so far; ``decision.origin`` is the handler's own result
+        or exception.
+    """
+
+
+@hookspec
+def kopf_outcomes_observe_outcome(
+    run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]
+) -> None:
+    """Be told the final outcome of a handler run: for conditions, metrics, audit trails.
+
+    Called for every run, by every plugin, after the decision is final. The outcome cannot be
+    changed here. ``patch`` is the merge-patch Kopf applies to the object at the end of this
+    cycle: add to it, never call the API from here (one cycle, one request).
+    Fields a plugin writes should be named by :func:`kopf_outcomes_owned_fields`, so that
+    they do not wake parked handlers.
+
+    :param run: the handler run.
+    :param outcome: the final outcome.
+    :param patch: the object's pending merge-patch (empty for handlers without an object).
+    """
+
+
+@hookspec
+def kopf_outcomes_owned_fields() -> Iterable[str]:
+    """Field paths the plugin writes into objects, e.g. ``"status.conditions"``.
+
+    Called once per process. Changes to these fields never wake a parked handler:
+    an operator must not wake itself up with its own writes.
+    """
+    return ()

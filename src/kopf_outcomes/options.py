@@ -1,0 +1,84 @@
+"""
+Per-handler options, declared in Python next to Kopf's own decorator.
+
+    @kopf_outcomes.handler_options(explicit_completion=True, depends_on=["status.deletion"])
+    @kopf.on.delete("kopfexamples")
+    def delete_fn(**_): ...
+
+The options ride on the function object, so the order of the two decorators does not matter.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from kopf_outcomes.outcomes import FatalOnDelete
+
+_ATTRIBUTE = "__kopf_outcomes_options__"
+
+FnT = TypeVar("FnT", bound=Callable[..., object])
+
+
+@dataclasses.dataclass(frozen=True)
+class HandlerOptions:
+    """
+    How our engine treats one handler. ``None`` means "not set here": the next source
+    (policy, then the defaults) decides.
+
+    - ``explicit_completion``: ``True`` → Success, ``False`` → Pending, anything else is an error.
+    - ``depends_on``: field paths ("spec.size", "status.deletion") whose change wakes the handler;
+      default: spec, labels, annotations and status minus what the operator writes itself.
+    - ``remember``: keep the memory for every outcome, not only Pending: a Retry then wakes
+      on a relevant change, and a finished handler re-runs when the state moved on.
+    - ``fatal_on_delete``: on deletion, a Fatal outcome ``"release"``-s the finalizer (stock)
+      or ``"retain"``-s it until a person releases the object.
+    """
+
+    explicit_completion: bool | None = None
+    depends_on: tuple[str, ...] | None = None
+    remember: bool | None = None
+    fatal_on_delete: FatalOnDelete | None = None
+
+    def merged(self, fallback: HandlerOptions) -> HandlerOptions:
+        """These options, with the unset ones taken from ``fallback``."""
+        return HandlerOptions(**{
+            field.name: (
+                getattr(self, field.name)
+                if getattr(self, field.name) is not None
+                else getattr(fallback, field.name)
+            )
+            for field in dataclasses.fields(self)
+        })
+
+
+def handler_options(
+    *,
+    explicit_completion: bool | None = None,
+    depends_on: Iterable[str] | None = None,
+    remember: bool | None = None,
+    fatal_on_delete: FatalOnDelete | None = None,
+) -> Callable[[FnT], FnT]:
+    """Attach options to a handler function; stack it with Kopf's decorator in any order."""
+    if isinstance(depends_on, str):
+        raise TypeError("depends_on must be a list of field paths, not a single string")
+    if fatal_on_delete not in (None, "release", "retain"):
+        raise ValueError(f"fatal_on_delete must be 'release' or 'retain', got {fatal_on_delete!r}")
+    options = HandlerOptions(
+        explicit_completion=explicit_completion,
+        depends_on=None if depends_on is None else tuple(depends_on),
+        remember=remember,
+        fatal_on_delete=fatal_on_delete,
+    )
+
+    def decorator(fn: FnT) -> FnT:
+        setattr(fn, _ATTRIBUTE, options)
+        return fn
+
+    return decorator
+
+
+def options_of(fn: object) -> HandlerOptions | None:
+    """The options attached to a handler function, if any."""
+    options = getattr(fn, _ATTRIBUTE, None)
+    return options if isinstance(options, HandlerOptions) else None

@@ -1,0 +1,371 @@
+"""
+The process-wide patch of Kopf: four module globals of Kopf are wrapped, ``uninstall`` restores them.
+
+- ``execution.invoke_handler`` — reads the handler's result or exception through the plugins.
+  When the built-ins say "stock", the run continues in Kopf untouched: that is stock parity.
+- ``execution.execute_handler_once`` — turns our decisions into Kopf's outcome, logs them
+  at their level, keeps the per-state memory and tells the observers.
+- ``execution.execute_handlers_once`` — also wakes parked handlers whose state has changed.
+- ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object.
+
+A parked handler is one that is not finished and is delayed by ``PARKED_DELAY``: Kopf
+keeps the finalizer for it (its delay is in the list), and ``apply`` ignores that delay.
+"""
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import datetime
+import enum
+import logging
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+import kopf
+
+from kopf_outcomes import _kopf, engine, memory
+from kopf_outcomes.options import HandlerOptions, options_of
+from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
+from kopf_outcomes.plugins import Plugins
+from kopf_outcomes.runs import HandlerRun, ResourceRef
+
+ex = _kopf.execution
+
+PARKED_DELAY = 10 * 365 * 24 * 3600.0  # ten years: "until something changes"
+_PARKED_THRESHOLD = PARKED_DELAY / 2
+
+
+@dataclasses.dataclass
+class _Installation:
+    plugins: Plugins
+    originals: dict[tuple[Any, str], Any]
+
+
+_installed: _Installation | None = None
+
+# Per handler run: how the caller treats arbitrary exceptions; per cycle: fields never digested.
+_default_errors: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_errors")
+_excluded: contextvars.ContextVar[tuple[tuple[str, ...], ...]] = contextvars.ContextVar(
+    "kopf_outcomes_excluded", default=())
+
+
+class _Decided(BaseException):
+    """Carries a decided outcome past Kopf's own ``except Exception`` handling, unlogged."""
+
+    def __init__(self, outcome: Outcome, run: HandlerRun, subrefs: Collection[Any]) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+        self.run = run
+        self.subrefs = subrefs  # the sub-handlers it ran, for Kopf to purge their states later
+
+
+def install(
+    *,
+    plugins: Iterable[object] = (),
+    entry_points: bool = True,
+    allow: Iterable[str] | None = None,
+    deny: Iterable[str] = (),
+) -> Plugins:
+    """
+    Patch Kopf process-wide. Idempotent: a second call only registers new ``plugins``.
+
+    Installed plugins are discovered from the ``kopf_outcomes`` entry-point group unless
+    ``entry_points`` is False; ``allow``/``deny`` filter them by entry-point name.
+    """
+    global _installed
+    if _installed is None:
+        _kopf.check_version()
+        found = Plugins()
+        if entry_points:
+            found.load_entry_points(allow=allow, deny=deny)
+        originals: dict[tuple[Any, str], Any] = {
+            (ex, "invoke_handler"): ex.invoke_handler,
+            (ex, "execute_handler_once"): ex.execute_handler_once,
+            (ex, "execute_handlers_once"): ex.execute_handlers_once,
+            (_kopf.application, "apply"): _kopf.application.apply,
+        }
+        _installed = _Installation(plugins=found, originals=originals)
+        for (module, name) in originals:
+            setattr(module, name, globals()[name])
+    for plugin in plugins:
+        if not _installed.plugins.manager.is_registered(plugin):
+            _installed.plugins.register(plugin)
+    return _installed.plugins
+
+
+def uninstall() -> None:
+    """Restore Kopf exactly as it was. Idempotent."""
+    global _installed
+    if _installed is not None:
+        for (module, name), original in _installed.originals.items():
+            setattr(module, name, original)
+        _installed = None
+
+
+def installed() -> Plugins:
+    """The plugins of the current installation; a clear error if there is none."""
+    if _installed is None:
+        raise RuntimeError("kopf-outcomes is not installed: call kopf_outcomes.install() first")
+    return _installed.plugins
+
+
+def _original(module: object, name: str) -> Any:
+    assert _installed is not None
+    return _installed.originals[(module, name)]
+
+
+# --- the wrapped functions --------------------------------------------------------------------
+
+async def invoke_handler(**kwargs: Any) -> Any:
+    plugins = installed()
+    handler, cause = kwargs["handler"], kwargs["cause"]
+    try:
+        result = await _original(ex, "invoke_handler")(**kwargs)
+    except ex.HandlerChildrenRetry:
+        raise  # Kopf's own sub-handler bookkeeping, not the handler's verdict
+    except Exception as e:
+        if plugins.only_builtins and not isinstance(e, Outcome):
+            raise
+        run = _run(plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"])
+        outcome = engine.decide(plugins, run, exception=e)
+        if outcome is None:
+            raise
+        raise _Decided(outcome, run, kwargs["subrefs"]) from e
+    if plugins.only_builtins and not isinstance(result, Outcome):
+        if not _options(plugins, handler, cause).explicit_completion:
+            return result
+    run = _run(plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"])
+    outcome = engine.decide(plugins, run, result=result)
+    if outcome is None:
+        return result
+    raise _Decided(outcome, run, kwargs["subrefs"])
+
+
+async def execute_handler_once(
+    settings: Any,
+    handler: Any,
+    cause: Any,
+    state: Any,
+    lifecycle: Any = None,
+    extra_context: Any = ex.no_extra_context,
+    default_errors: Any = ex.ErrorsMode.TEMPORARY,
+) -> Any:
+    plugins = installed()
+    body = getattr(cause, "body", None)
+    record = memory.read(body, cause.logger).get(handler.id) if body is not None else None
+    if record is not None and record["outcome"] == "retained" and memory.release_requested(body, handler.id):  # type: ignore[arg-type]
+        cause.logger.warning(f"{handler} is released by the annotation {memory.RELEASE_ANNOTATION!r}; "
+                             f"the finalizer is no longer retained.")
+        run = _run(plugins, handler, cause, state.retries, state.runtime, settings)
+        return _conclude(plugins, run, handler, cause, Fatal(record["reason"], on_delete="release"),
+                         ex.Outcome(final=True, exception=kopf.PermanentError(record["reason"])))
+
+    token = _default_errors.set(default_errors)
+    try:
+        outcome = await _original(ex, "execute_handler_once")(
+            settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
+            extra_context=extra_context, default_errors=default_errors,
+        )
+    except _Decided as decided:
+        return _realize(plugins, decided.run, decided.outcome, handler, cause, state, decided.subrefs)
+    finally:
+        _default_errors.reset(token)
+
+    # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
+    if record is None and plugins.only_builtins and not _options(plugins, handler, cause).remember:
+        return outcome
+    run = _run(plugins, handler, cause, state.retries, state.runtime, settings)
+    return _conclude(plugins, run, handler, cause, _from_kopf(outcome), outcome)
+
+
+async def execute_handlers_once(
+    lifecycle: Any,
+    settings: Any,
+    handlers: Collection[Any],
+    cause: Any,
+    state: Any,
+    extra_context: Any = ex.no_extra_context,
+    default_errors: Any = ex.ErrorsMode.TEMPORARY,
+) -> Mapping[Any, Any]:
+    """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
+    body = getattr(cause, "body", None)
+    records = memory.read(body, cause.logger) if body is not None else {}
+    token = _excluded.set(tuple(("status", str(handler_id)) for handler_id in
+                                {h.id for h in handlers} | set(state)))
+    try:
+        plugins = installed()
+        handlers_todo = [
+            h for h in handlers
+            if state[h.id].awakened or (h.id in records and _wakes(plugins, h, cause, state[h.id], records[h.id]))
+        ]
+        handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
+        outcomes = {}
+        for handler in handlers_plan:
+            outcomes[handler.id] = await ex.execute_handler_once(
+                settings=settings,
+                handler=handler,
+                state=state[handler.id],
+                cause=cause,
+                lifecycle=lifecycle,
+                extra_context=extra_context,
+                default_errors=default_errors,
+            )
+        return outcomes
+    finally:
+        _excluded.reset(token)
+
+
+async def apply(**kwargs: Any) -> Any:
+    """Kopf's apply, blind to parked handlers: no sleeping for them, no touch-dummy writes."""
+    delays = kwargs.get("delays")
+    if delays:
+        kwargs["delays"] = [delay for delay in delays if delay < _PARKED_THRESHOLD]
+    return await _original(_kopf.application, "apply")(**kwargs)
+
+
+# --- deciding and realizing --------------------------------------------------------------------
+
+def _wakes(plugins: Plugins, handler: Any, cause: Any, state: Any, record: memory.Record) -> bool:
+    """Whether a handler that Kopf would skip must run now because its state has changed."""
+    if record["outcome"] == "retained":
+        return memory.release_requested(cause.body, handler.id)
+    if state.finished and not (record["outcome"] == "success" and _options(plugins, handler, cause).remember):
+        return False
+    return record["digest"] != _digest(plugins, handler, cause)
+
+
+def _digest(plugins: Plugins, handler: Any, cause: Any) -> str:
+    options = _options(plugins, handler, cause)
+    excluded = _excluded.get() or (("status", str(handler.id)),)
+    owned = tuple(tuple(field.split(".")) for field in plugins.owned_fields())
+    return memory.digest(cause.body, depends_on=options.depends_on, excluded=excluded + owned)
+
+
+def _realize(plugins: Plugins, run: HandlerRun, outcome: Outcome, handler: Any, cause: Any,
+             state: Any, subrefs: Collection[Any] = ()) -> Any:
+    """Log the decided outcome at its level and turn it into Kopf's outcome."""
+    logger = cause.logger
+    if isinstance(outcome, Success):
+        logger.info(f"{handler} succeeded.")
+        result = ex.Outcome(final=True, result=ex.Result(outcome.result))
+    elif isinstance(outcome, Pending):
+        previous = run.previous
+        same = previous is not None and previous["outcome"] == "pending" and previous["reason"] == outcome.reason
+        logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}")
+        delay = outcome.recheck if outcome.recheck is not None else PARKED_DELAY
+        result = ex.Outcome(final=False, exception=outcome, delay=delay)
+    elif isinstance(outcome, Retry):
+        result = _retry(handler, state, outcome, logger)
+    elif isinstance(outcome, Fatal) and _retains(run, outcome):
+        name = getattr(cause.body, "metadata", {}).get("name", "")
+        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}. The finalizer is "
+                                  f"retained; to release the object, annotate it: "
+                                  f"{memory.RELEASE_ANNOTATION}={handler.id} (object {name!r}).")
+        result = ex.Outcome(final=False, exception=kopf.PermanentError(outcome.reason), delay=PARKED_DELAY)
+    elif isinstance(outcome, Fatal):
+        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}")
+        result = ex.Outcome(final=True, exception=kopf.PermanentError(outcome.reason))
+    else:  # an Outcome subclass of a user's own making
+        return _realize(plugins, run, engine.contained(plugins, run, TypeError(
+            f"unknown outcome type {type(outcome).__name__}")), handler, cause, state, subrefs)
+    result = dataclasses.replace(result, subrefs=subrefs)
+    return _conclude(plugins, run, handler, cause, outcome, result)
+
+
+def _retry(handler: Any, state: Any, outcome: Retry, logger: Any) -> Any:
+    """A Retry counts against the handler's ``retries=`` and ``timeout=``, as TemporaryError does."""
+    runtime = state.runtime.total_seconds() + outcome.delay
+    if handler.timeout is not None and runtime >= handler.timeout:
+        msg = f"{handler} failed temporarily but will time out after {handler.timeout} seconds: {outcome.reason}"
+        logger.error(msg)
+        return ex.Outcome(final=True, exception=kopf.HandlerTimeoutError(msg))
+    if handler.retries is not None and state.retries + 1 >= handler.retries:
+        msg = f"{handler} failed temporarily but will exceed {handler.retries} retries: {outcome.reason}"
+        logger.error(msg)
+        return ex.Outcome(final=True, exception=kopf.HandlerRetriesError(msg))
+    logger.log(outcome.level, f"{handler} failed temporarily: {outcome.reason}")
+    return ex.Outcome(final=False, exception=kopf.TemporaryError(outcome.reason, delay=outcome.delay),
+                      delay=outcome.delay)
+
+
+def _retains(run: HandlerRun, outcome: Fatal) -> bool:
+    on_delete = outcome.on_delete or run.options.fatal_on_delete or "release"
+    return run.reason == "delete" and on_delete == "retain"
+
+
+def _conclude(plugins: Plugins, run: HandlerRun, handler: Any, cause: Any, outcome: Outcome,
+              result: Any) -> Any:
+    """Remember what the handler concluded about this state, and tell the observers."""
+    body, patch = getattr(cause, "body", None), getattr(cause, "patch", None)
+    if body is not None and patch is not None:
+        conclusion = _conclusion(outcome, result)
+        record: memory.Record | None = None
+        if conclusion in ("pending", "retained") or run.options.remember:
+            record = memory.Record(digest=_digest(plugins, handler, cause), outcome=conclusion,
+                                   reason=str(outcome) if not isinstance(outcome, Success) else "")
+        memory.write(body, patch, str(handler.id), record, cause.logger)
+    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {})
+    if isinstance(fallback, Retry):  # already logged with the plugin's name
+        return ex.Outcome(final=False, exception=kopf.TemporaryError(fallback.reason, delay=fallback.delay),
+                          delay=fallback.delay)
+    return result
+
+
+def _conclusion(outcome: Outcome, result: Any) -> memory.Conclusion:
+    if isinstance(outcome, Pending):
+        return "pending"
+    if isinstance(outcome, Success):
+        return "success"
+    if isinstance(outcome, Retry):
+        return "retry" if not result.final else "fatal"
+    return "fatal" if result.final else "retained"
+
+
+def _from_kopf(outcome: Any) -> Outcome:
+    """Stock Kopf's outcome in our terms, for the observers."""
+    if outcome.final and outcome.exception is None:
+        return Success(outcome.result)
+    if outcome.final:
+        return Fatal(str(outcome.exception) or repr(outcome.exception))
+    return Retry(str(outcome.exception) or repr(outcome.exception),
+                 delay=outcome.delay or 0, level=logging.ERROR)
+
+
+# --- the run as plugins see it -------------------------------------------------------------------
+
+def _options(plugins: Plugins, handler: Any, cause: Any) -> HandlerOptions:
+    own = options_of(handler.fn)
+    from_plugins = plugins.options(str(handler.id), _resource(cause))
+    return own.merged(from_plugins) if own is not None else from_plugins
+
+
+def _resource(cause: Any) -> ResourceRef | None:
+    resource = getattr(cause, "resource", None)
+    if resource is None:
+        return None
+    return ResourceRef(resource.group, resource.version, resource.plural, resource.kind)
+
+
+def _run(plugins: Plugins, handler: Any, cause: Any, retry: int, runtime: datetime.timedelta,
+         settings: Any) -> HandlerRun:
+    body = getattr(cause, "body", None)
+    reason = getattr(cause, "reason", None)
+    errors = handler.errors if handler.errors is not None else _default_errors.get(ex.ErrorsMode.TEMPORARY)
+    backoff = handler.backoff if handler.backoff is not None else _kopf.default_backoff(settings)
+    return HandlerRun(
+        handler_id=str(handler.id),
+        reason=str(reason.value) if isinstance(reason, enum.Enum) else None,
+        resource=_resource(cause),
+        body=body,
+        retry=retry,
+        runtime=runtime.total_seconds(),
+        deleting=bool(body is not None and body.get("metadata", {}).get("deletionTimestamp")),
+        options=_options(plugins, handler, cause),
+        logger=cause.logger,
+        previous=memory.read(body, cause.logger).get(str(handler.id)) if body is not None else None,
+        errors_mode=errors.name if isinstance(errors, enum.Enum) else str(errors),
+        backoff=float(backoff),
+    )
+
+
+__all__: Sequence[str] = ["install", "uninstall", "installed", "PARKED_DELAY"]

@@ -1,0 +1,66 @@
+"""
+What plugins are told about one handler run: a read-only view, free of Kopf's internals.
+
+Plugins see these types only, so they keep working when Kopf's private structures move.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kopf_outcomes.options import HandlerOptions
+from kopf_outcomes.outcomes import Outcome
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceRef:
+    """The resource kind a handler serves; ``kind`` may be unknown (None) in Kopf's selectors."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.version}.{self.group}" if self.group else f"{self.plural}.{self.version}"
+
+
+@dataclasses.dataclass(frozen=True)
+class HandlerRun:
+    """
+    One run of one handler, as hooks see it.
+
+    ``reason`` is Kopf's cause reason ("create", "update", "delete", "resume", ...) for
+    change handlers, and None for daemons, timers, activities and other handler kinds.
+    ``retry`` counts the previous runs, as Kopf's own ``retry`` kwarg does.
+    ``previous`` is what this handler's memory said before this run (None when nothing).
+    """
+
+    handler_id: str
+    reason: str | None
+    resource: ResourceRef | None
+    body: Mapping[str, Any] | None
+    retry: int
+    runtime: float
+    deleting: bool
+    options: HandlerOptions
+    logger: logging.Logger | logging.LoggerAdapter[Any]
+    previous: Mapping[str, Any] | None = None
+    # What stock Kopf would do with an arbitrary exception, for the built-in classification.
+    errors_mode: str = "TEMPORARY"
+    backoff: float = 60.0
+
+
+@dataclasses.dataclass
+class Decision:
+    """
+    The outcome being decided, passed to every adjustment hook in turn.
+
+    An adjustment hook replaces ``outcome`` to change the decision; the next hook sees
+    the replacement. ``origin`` is the handler's own result or exception, unchanged.
+    """
+
+    outcome: Outcome
+    origin: object = None
