@@ -18,6 +18,7 @@ import dataclasses
 import datetime
 import enum
 import logging
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,8 @@ class _Installation:
 
 _installed: _Installation | None = None
 
+POLICY_PLUGIN_NAME = "kopf_outcomes.policy"
+
 # Per handler run: how the caller treats arbitrary exceptions; per cycle: fields never digested.
 _default_errors: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_errors")
 _excluded: contextvars.ContextVar[tuple[tuple[str, ...], ...]] = contextvars.ContextVar(
@@ -65,12 +68,17 @@ def install(
     entry_points: bool = True,
     allow: Iterable[str] | None = None,
     deny: Iterable[str] = (),
+    policy: object = None,
 ) -> Plugins:
     """
     Patch Kopf process-wide. Idempotent: a second call only registers new ``plugins``.
 
     Installed plugins are discovered from the ``kopf_outcomes`` entry-point group unless
     ``entry_points`` is False; ``allow``/``deny`` filter them by entry-point name.
+    ``policy`` is a :class:`~kopf_outcomes.policy.Policy`, or a path to a TOML policy file
+    (or to a ``pyproject.toml`` with ``[tool.kopf-outcomes]``); without it, the file named by
+    the environment variable ``KOPF_OUTCOMES_POLICY`` is used, if set. An invalid policy
+    raises at once, naming the file, the key and what is allowed.
     """
     global _installed
     if _installed is None:
@@ -87,6 +95,11 @@ def install(
         _installed = _Installation(plugins=found, originals=originals)
         for (module, name) in originals:
             setattr(module, name, globals()[name])
+    if policy is not None or os.environ.get("KOPF_OUTCOMES_POLICY"):
+        from kopf_outcomes.policy import PolicyPlugin, load_policy
+
+        source = policy if policy is not None else os.environ["KOPF_OUTCOMES_POLICY"]
+        _installed.plugins.replace(PolicyPlugin(load_policy(source)), name=POLICY_PLUGIN_NAME)
     for plugin in plugins:
         if not _installed.plugins.manager.is_registered(plugin):
             _installed.plugins.register(plugin)

@@ -50,6 +50,12 @@ class Plugins:
         self.manager.register(plugin, name=name)
         self._refresh()
 
+    def replace(self, plugin: object, name: str) -> None:
+        """Register ``plugin`` under ``name``, replacing the one registered there before."""
+        if self.manager.has_plugin(name):
+            self.manager.unregister(name=name)
+        self.register(plugin, name=name)
+
     def unregister(self, name: str) -> None:
         self.manager.unregister(name=name)
         self._refresh()
