@@ -24,7 +24,7 @@ from typing import Any
 
 import kopf
 
-from kopf_outcomes import _kopf, engine, memory
+from kopf_outcomes import _kopf, engine, memory, recall
 from kopf_outcomes.options import HandlerOptions, options_of
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.plugins import Plugins
@@ -132,6 +132,7 @@ def _original(module: object, name: str) -> Any:
 async def invoke_handler(**kwargs: Any) -> Any:
     plugins = installed()
     handler, cause = kwargs["handler"], kwargs["cause"]
+    token = _recall_for(plugins, handler, cause)
     try:
         result = await _original(ex, "invoke_handler")(**kwargs)
     except ex.HandlerChildrenRetry:
@@ -144,6 +145,9 @@ async def invoke_handler(**kwargs: Any) -> Any:
         if outcome is None:
             raise
         raise _Decided(outcome, run, kwargs["subrefs"]) from e
+    finally:
+        if token is not None:
+            recall._current.reset(token)
     if plugins.only_builtins and not isinstance(result, Outcome):
         if not _options(plugins, handler, cause).explicit_completion:
             return result
@@ -234,6 +238,19 @@ async def apply(**kwargs: Any) -> Any:
     if delays:
         kwargs["delays"] = [delay for delay in delays if delay < _PARKED_THRESHOLD]
     return await _original(_kopf.application, "apply")(**kwargs)
+
+
+def _recall_for(plugins: Plugins, handler: Any, cause: Any) -> contextvars.Token[Any] | None:
+    """Let the handler ask :func:`kopf_outcomes.recall`; computed only if it asks."""
+    body = getattr(cause, "body", None)
+    if body is None:
+        return None
+
+    def make() -> recall.Recall:
+        previous = memory.read(body, cause.logger).get(str(handler.id))
+        return recall.Recall(previous=previous, digest=_digest(plugins, handler, cause))
+
+    return recall._current.set(make)
 
 
 # --- deciding and realizing --------------------------------------------------------------------

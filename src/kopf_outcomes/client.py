@@ -1,0 +1,49 @@
+"""
+The external system's side: signal a pending handler by changing what it depends on.
+
+A callback service (aiohttp, Flask, ...) that learns "the external work is done" patches the
+object; the parked handler's state changes and Kopf runs it again at once. One merge-patch,
+through the status subresource or the main resource, with kubernetes-asyncio.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes_asyncio import client
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+async def signal(
+    api: client.ApiClient,
+    *,
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str,
+    name: str,
+    annotations: Mapping[str, str | None] | None = None,
+    status: Mapping[str, Any] | None = None,
+) -> None:
+    """
+    Wake the pending handlers of one object: set annotations, or status fields, or both.
+
+    Status goes through the status subresource (where the CRD enables it), as a controller
+    outside the operator is expected to write it; annotations through the main resource.
+    """
+    if not annotations and not status:
+        raise ValueError("signal() needs annotations or status to change, got neither")
+    objects = client.CustomObjectsApi(api)
+    if annotations:
+        await objects.patch_namespaced_custom_object(
+            group, version, namespace, plural, name,
+            {"metadata": {"annotations": dict(annotations)}},
+            _content_type=MERGE_PATCH,
+        )
+    if status:
+        await objects.patch_namespaced_custom_object_status(
+            group, version, namespace, plural, name,
+            {"status": dict(status)},
+            _content_type=MERGE_PATCH,
+        )
