@@ -23,6 +23,11 @@ from typing import Any, IO
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Kopf's JSON log says "warn"; the tests speak the logging module's names.
+_LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO", "WARN": "WARNING", "WARNING": "WARNING", "ERROR": "ERROR",
+           "CRITICAL": "CRITICAL", "FATAL": "CRITICAL"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Record:
     """One log line of the operator."""
@@ -43,7 +48,7 @@ class Record:
         ref = data.get("object") or {}
         obj = f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else None
         moment = datetime.datetime.fromisoformat(str(data["timestamp"])).timestamp()
-        return cls(time=moment, level=str(data.get("severity", "")).upper(),
+        return cls(time=moment, level=_LEVELS.get(str(data.get("severity", "")).upper(), "?"),
                    message=str(data["message"]), object=obj)
 
 

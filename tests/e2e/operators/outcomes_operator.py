@@ -1,0 +1,43 @@
+"""A delete handler whose outcome is chosen by the object's ``spec.onDelete``, for e2e tests."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kopf
+
+import kopf_outcomes
+
+if os.environ.get("INSTALL_KOPF_OUTCOMES", "1") == "1":
+    kopf_outcomes.install()
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Kopf >= 1.45 posts log records as Events only when asked to; older Kopf always does.
+    if hasattr(settings.posting, "loggers"):
+        settings.posting.loggers = True
+
+
+@kopf.on.delete("kopf.dev", "v1", "kopfexamples")
+def delete_fn(spec: kopf.Spec, **_: Any) -> object:
+    mode = spec.get("onDelete", "success")
+    if mode == "pending":
+        return kopf_outcomes.Pending("waiting for the test")
+    if mode == "pending-recheck":
+        raise kopf_outcomes.Pending("rechecking", recheck=1)
+    if mode == "retry-warning":
+        raise kopf_outcomes.Retry("busy", delay=1, level="WARNING")
+    if mode == "fatal-retain":
+        raise kopf_outcomes.Fatal("broken beyond repair", on_delete="retain")
+    if mode == "fatal":
+        raise kopf_outcomes.Fatal("broken beyond repair")
+    if mode == "temporary-error":
+        raise kopf.TemporaryError("stock temporary", delay=1)
+    return kopf_outcomes.Success()
+
+
+@kopf_outcomes.handler_options(explicit_completion=True)
+@kopf.on.delete("kopf.dev", "v1", "kopfexamples", field="spec.explicit", value=kopf.PRESENT, backoff=1)
+def explicit_fn(spec: kopf.Spec, **_: Any) -> object:
+    return spec["explicit"]
