@@ -49,7 +49,7 @@ def decide(plugins: Plugins, run: HandlerRun, *, result: object = None,
 
 
 def observe(plugins: Plugins, run: HandlerRun, outcome: Outcome,
-            patch: MutableMapping[str, Any]) -> Outcome | None:
+            patch: MutableMapping[str, Any]) -> PluginFailure | None:
     """Tell the observers; return the fallback outcome if one of them failed, else None."""
     if plugins.only_builtins:
         return None
@@ -60,13 +60,23 @@ def observe(plugins: Plugins, run: HandlerRun, outcome: Outcome,
     return None
 
 
-def contained(plugins: Plugins, run: HandlerRun, error: Exception) -> Outcome:
-    """Log a plugin's failure with its name; fall back to the safe side: retry, keep the finalizer."""
+def contained(plugins: Plugins, run: HandlerRun, error: Exception) -> PluginFailure | None:
+    """
+    A plugin failed: fall back to the safe side. For an object, that is a Retry at ERROR
+    (its finalizer is kept); without one (activities), the stock decision (None) is safe,
+    and the failure is logged here, as nothing else will mention it.
+    """
     culprit = plugins.culprit(error)
-    reason = (f"plugin {culprit!r} failed: {type(error).__name__}: {error}; "
-              f"retrying in {run.backoff:g} seconds (the finalizer is kept)")
-    run.logger.error(f"Handler {run.handler_id!r}: {reason}")
-    return Retry(reason, delay=run.backoff, level=logging.ERROR)
+    failure = f"plugin {culprit!r} failed: {type(error).__name__}: {error}"
+    if run.body is None:
+        run.logger.error(f"Handler {run.handler_id!r}: {failure}; Kopf's own decision stands.")
+        return None
+    return PluginFailure(f"{failure}; the finalizer is kept", delay=run.backoff, level=logging.ERROR)
+
+
+class PluginFailure(Retry):
+    """The fallback after a plugin failed: retried without end, never turned into a failure
+    by the handler's ``retries=``/``timeout=``, so that a fault never releases a finalizer."""
 
 
 class HookResultError(TypeError):

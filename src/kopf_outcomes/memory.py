@@ -133,7 +133,8 @@ def digest(
         }
         for path in excluded:
             _remove(selected, list(path))
-        state = selected
+        # An emptied stanza is no stanza: {"status": {}} and no status at all are one state.
+        state = {key: value for key, value in selected.items() if value not in (None, {})}
     encoded = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()[:16]
 

@@ -296,20 +296,22 @@ def _realize(plugins: Plugins, run: HandlerRun, outcome: Outcome, handler: Any, 
         logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}")
         result = ex.Outcome(final=True, exception=kopf.PermanentError(outcome.reason))
     else:  # an Outcome subclass of a user's own making
-        return _realize(plugins, run, engine.contained(plugins, run, TypeError(
-            f"unknown outcome type {type(outcome).__name__}")), handler, cause, state, subrefs)
+        unknown = Retry(f"unknown outcome type {type(outcome).__name__}; expected Success, Pending, "
+                        f"Retry or Fatal", delay=run.backoff, level=logging.ERROR)
+        return _realize(plugins, run, unknown, handler, cause, state, subrefs)
     result = dataclasses.replace(result, subrefs=subrefs)
     return _conclude(plugins, run, handler, cause, outcome, result)
 
 
 def _retry(handler: Any, state: Any, outcome: Retry, logger: Any) -> Any:
     """A Retry counts against the handler's ``retries=`` and ``timeout=``, as TemporaryError does."""
-    runtime = state.runtime.total_seconds() + outcome.delay
-    if handler.timeout is not None and runtime >= handler.timeout:
+    limited = state is not None and not isinstance(outcome, engine.PluginFailure)
+    runtime = state.runtime.total_seconds() + outcome.delay if limited else 0.0
+    if limited and handler.timeout is not None and runtime >= handler.timeout:
         msg = f"{handler} failed temporarily but will time out after {handler.timeout} seconds: {outcome.reason}"
         logger.error(msg)
         return ex.Outcome(final=True, exception=kopf.HandlerTimeoutError(msg))
-    if handler.retries is not None and state.retries + 1 >= handler.retries:
+    if limited and handler.retries is not None and state.retries + 1 >= handler.retries:
         msg = f"{handler} failed temporarily but will exceed {handler.retries} retries: {outcome.reason}"
         logger.error(msg)
         return ex.Outcome(final=True, exception=kopf.HandlerRetriesError(msg))
@@ -335,9 +337,8 @@ def _conclude(plugins: Plugins, run: HandlerRun, handler: Any, cause: Any, outco
                                    reason=str(outcome) if not isinstance(outcome, Success) else "")
         memory.write(body, patch, str(handler.id), record, cause.logger)
     fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {})
-    if isinstance(fallback, Retry):  # already logged with the plugin's name
-        return ex.Outcome(final=False, exception=kopf.TemporaryError(fallback.reason, delay=fallback.delay),
-                          delay=fallback.delay)
+    if fallback is not None:  # an observer failed: retry, whatever was decided
+        return _retry(handler, None, fallback, cause.logger)
     return result
 
 

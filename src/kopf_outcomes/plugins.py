@@ -91,13 +91,14 @@ class Plugins:
         self._owned_fields = None
         # With only the built-ins present, the engine skips pluggy and calls them directly.
         self.only_builtins = all(
-            len(caller.get_hookimpls()) <= 1
+            impl.plugin is builtin
             for caller in (
                 hook.kopf_outcomes_classify_result,
                 hook.kopf_outcomes_classify_exception,
                 hook.kopf_outcomes_adjust_outcome,
                 hook.kopf_outcomes_observe_outcome,
             )
+            for impl in caller.get_hookimpls()
         )
 
     def options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:

@@ -1,6 +1,7 @@
 """Fixtures for end-to-end tests: the real API server, a namespace, objects, operators."""
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -13,6 +14,9 @@ from kopf_outcomes.cluster import ClusterInfo, ensure_running
 from tests.support.operator_process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# Plugins installed in this environment stay out of operators unless a test lets them in.
+os.environ["KOPF_OUTCOMES_PLUGINS"] = ""
 
 
 @pytest.fixture(scope="session")

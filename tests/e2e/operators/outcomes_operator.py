@@ -19,7 +19,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.loggers = True
 
 
-@kopf.on.delete("kopf.dev", "v1", "kopfexamples")
+@kopf.on.delete("kopf.dev", "v1", "kopfexamples", backoff=1)
 def delete_fn(spec: kopf.Spec, **_: Any) -> object:
     mode = spec.get("onDelete", "success")
     if mode == "pending":
@@ -34,6 +34,8 @@ def delete_fn(spec: kopf.Spec, **_: Any) -> object:
         raise kopf_outcomes.Fatal("broken beyond repair")
     if mode == "temporary-error":
         raise kopf.TemporaryError("stock temporary", delay=1)
+    if mode == "temporary-quiet":
+        raise kopf.TemporaryError("quiet: waiting", delay=1)
     return kopf_outcomes.Success()
 
 
