@@ -12,8 +12,13 @@ def main() -> None:
 
 def _register_commands() -> None:
     from kopf_outcomes.cluster.cli import cluster
+    from kopf_outcomes.plugins_cli import plugins
+    from kopf_outcomes.policy.cli import check_policy, explain
 
     main.add_command(cluster)
+    main.add_command(check_policy)
+    main.add_command(explain)
+    main.add_command(plugins)
 
 
 _register_commands()

@@ -61,7 +61,9 @@ def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False
     except (_toml.TOMLDecodeError, RecursionError) as e:
         message = str(e) if isinstance(e, _toml.TOMLDecodeError) else "nested too deeply"
         found = re.search(r"at line (\d+)", message)
-        head = f"{source}, line {found.group(1)}" if found else source
+        line = (found.group(1) if found
+                else text.count("\n") + 1 if "at end of document" in message else None)
+        head = f"{source}, line {line}" if line is not None else source
         raise PolicyError(source, [f"{head}: TOML syntax error: {message}"]) from e
     prefix: KeyPath = ()
     if pyproject:

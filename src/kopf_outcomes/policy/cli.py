@@ -1,0 +1,192 @@
+"""
+``kopf-outcomes check-policy`` and ``kopf-outcomes explain``.
+
+``explain`` runs the real engine on a made-up handler run, with the policy registered as the
+operator would register it, so an explanation cannot drift from what happens at runtime.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import click
+
+from kopf_outcomes import builtin, engine
+from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
+from kopf_outcomes.patch import POLICY_PLUGIN_NAME
+from kopf_outcomes.plugins import Plugins
+from kopf_outcomes.policy.errors import PolicyError
+from kopf_outcomes.policy.loading import load_policy
+from kopf_outcomes.policy.model import Policy, Scope
+from kopf_outcomes.policy.plugin import PolicyPlugin, describe_threshold
+from kopf_outcomes.policy.validation import resolve_exception
+from kopf_outcomes.runs import HandlerRun, ResourceRef
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+@click.command("check-policy")
+@click.argument("file", type=_FILE)
+def check_policy(file: Path) -> None:
+    """Check a policy file (TOML, or a pyproject.toml): exit 0 if valid, else list every problem."""
+    policy = load_or_exit(file)
+    rules = sum(len(scope.exceptions) for scope in _scopes(policy))
+    click.echo(f"{file}: valid policy: {len(policy.handlers)} handler scope(s), "
+               f"{len(policy.resources)} resource scope(s), {rules} exception rule(s)")
+
+
+@click.command("explain")
+@click.option("--policy", "policy_file", type=_FILE, required=True, help="The policy file.")
+@click.option("--handler", "handler_id", required=True, help="The handler id, e.g. delete_fn.")
+@click.option("--resource", help="The resource as plural.version.group, e.g. "
+                                 "kopfexamples.v1.kopf.dev (pods.v1 for the core group).")
+@click.option("--kind", help="The resource's kind, e.g. KopfExample, for rules keyed by kind.")
+@click.option("--exception", "exception_name", help="The exception raised, by dotted name.")
+@click.option("--message", help="The exception's message (none if not given).")
+@click.option("--result", help="The value returned, as JSON (true, false, 42, \"text\") "
+                               "or as plain text.")
+@click.option("--retry", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Previous runs of the handler (Kopf's retry).")
+@click.option("--runtime", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds since the handler first ran for this cause (Kopf's runtime).")
+def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str | None,
+            exception_name: str | None, message: str | None, result: str | None, retry: int,
+            runtime: float) -> None:
+    """Show which rule decides a handler run under a policy, and the outcome."""
+    if (exception_name is None) == (result is None):
+        raise click.UsageError("give exactly one of --exception or --result")
+    plugin = PolicyPlugin(load_or_exit(policy_file))
+    plugins = Plugins()
+    plugins.register(plugin, name=POLICY_PLUGIN_NAME)
+    ref = _resource(resource, kind)
+    run = HandlerRun(
+        handler_id=handler_id, reason=None, resource=ref, body=None, retry=retry,
+        runtime=runtime, deleting=False, options=plugins.options(handler_id, ref),
+        logger=logging.getLogger(__name__),
+    )
+    settings = plugin.resolver.settings(handler_id, ref)
+    click.echo(f"run:         handler {handler_id!r}, resource {ref or '(none)'}, "
+               f"retry {retry}, runtime {runtime:g}s")
+    for name, where in settings.option_sources.items():
+        click.echo(f"option:      {name} = {json.dumps(getattr(run.options, name))} ({where})")
+
+    origin: object
+    if exception_name is not None:
+        exception = _exception(exception_name, message)
+        origin = exception
+        found = plugin.resolver.match(handler_id, ref, type(exception))
+        click.echo(f"exception:   {exception_name}({'' if message is None else repr(message)})")
+        click.echo(f"decided by:  {found.where if found else 'no policy rule: stock Kopf reading'}")
+        outcome = engine.decide(plugins, run, exception=exception)
+        stock = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
+    else:
+        origin = _value(result or "")
+        click.echo(f"result:      {origin!r}")
+        how = ("explicit completion" if run.options.explicit_completion
+               else "the built-in reading (explicit_completion is off)")
+        click.echo(f"decided by:  {how}")
+        outcome = engine.decide(plugins, run, result=origin)
+        stock = builtin.kopf_outcomes_classify_result(run=run, result=origin)
+
+    for setting in (settings.retry_level, settings.fatal_level, settings.timing):
+        if setting is not None:
+            click.echo(f"setting:     {setting.where} = {_show(setting.value)}")
+    steps = plugin.resolver.escalation(handler_id, ref, origin)
+    for index, step in enumerate(steps.value if steps else ()):
+        state = "reached" if step.reached(retry, runtime) else "not reached"
+        what = ", ".join(filter(None, [
+            f"level {logging.getLevelName(step.level)}" if step.level is not None else "",
+            "fatal" if step.outcome == "fatal" else "",
+        ]))
+        click.echo(f"escalation:  {steps.where if steps else ''}[{index}] "
+                   f"{describe_threshold(step)}: {what} ({state})")
+    if outcome is None:
+        click.echo(f"outcome:     {_describe(stock)} — stock Kopf runs it unchanged")
+    else:
+        click.echo(f"outcome:     {_describe(outcome)}")
+
+
+def load_or_exit(file: Path) -> Policy:
+    """The policy in a file; or its problems, one a line, on stderr, and exit status 1."""
+    try:
+        return load_policy(file)
+    except PolicyError as e:
+        for message in e.messages:
+            click.echo(message, err=True)
+        count = f"{len(e.messages)} problem" + ("s" if len(e.messages) != 1 else "")
+        click.echo(f"{file}: invalid policy, {count}; an operator refuses to start with it",
+                   err=True)
+        raise SystemExit(1) from None
+
+
+def _scopes(policy: Policy) -> list[Scope]:
+    return [policy.defaults, *policy.handlers.values(), *policy.resources.values()]
+
+
+def _resource(spec: str | None, kind: str | None) -> ResourceRef | None:
+    if spec is None:
+        if kind is not None:
+            raise click.UsageError("--kind needs --resource")
+        return None
+    parts = spec.split(".", 2)
+    if len(parts) < 2 or not all(parts):
+        raise click.BadParameter("expected plural.version.group, or plural.version for the "
+                                 "core group", param_hint="--resource")
+    return ResourceRef(group=parts[2] if len(parts) == 3 else "", version=parts[1],
+                       plural=parts[0], kind=kind)
+
+
+def _exception(name: str, message: str | None) -> Exception:
+    try:
+        cls = resolve_exception(name)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--exception") from None
+    args = () if message is None else (message,)
+    try:
+        return cls(*args)
+    except Exception:  # a class with other required arguments: build it without __init__
+        exception = cls.__new__(cls)
+        exception.args = args
+        return exception
+
+
+def _value(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _show(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(logging.getLevelName(value))
+    return str(value)
+
+
+def _describe(outcome: Outcome) -> str:
+    """The outcome, its log level, and the Kubernetes Event Kopf posts for it by default."""
+    if isinstance(outcome, Success):
+        return f"success (result {outcome.result!r}); logged at INFO: {_event(logging.INFO)}"
+    if isinstance(outcome, Pending):
+        when = (f"recheck in {outcome.recheck:g}s" if outcome.recheck is not None
+                else "parked until its state changes")
+        return (f"pending: {outcome.reason!r}, {when}; logged at INFO when it begins "
+                f"({_event(logging.INFO)}), DEBUG while unchanged")
+    if isinstance(outcome, Retry):
+        return (f"retry in {outcome.delay:g}s: {outcome.reason!r}; logged at "
+                f"{logging.getLevelName(outcome.level)}: {_event(outcome.level)}")
+    if isinstance(outcome, Fatal):
+        on_delete = f", on delete: {outcome.on_delete}" if outcome.on_delete else ""
+        return (f"fatal: {outcome.reason!r}{on_delete}; logged at "
+                f"{logging.getLevelName(outcome.level)}: {_event(outcome.level)}")
+    return repr(outcome)
+
+
+def _event(level: int) -> str:
+    """Kopf's own mapping of log levels to Event types, at its default posting level (INFO)."""
+    if level < logging.INFO:
+        return "no Event"
+    kind = ("Normal" if level <= logging.INFO else "Warning" if level <= logging.WARNING
+            else "Error" if level <= logging.ERROR else "Fatal")
+    return f"an {kind} Event" if kind == "Error" else f"a {kind} Event"
