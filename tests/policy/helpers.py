@@ -1,4 +1,5 @@
 """Building runs and deciding them through the real engine, with a policy plugin registered."""
+
 from __future__ import annotations
 
 import logging
@@ -9,7 +10,9 @@ from kopf_outcomes.plugins import Plugins
 from kopf_outcomes.policy import Policy, PolicyPlugin, loads_policy
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
-KOPFEXAMPLES = ResourceRef(group="kopf.dev", version="v1", plural="kopfexamples", kind="KopfExample")
+KOPFEXAMPLES = ResourceRef(
+    group="kopf.dev", version="v1", plural="kopfexamples", kind="KopfExample"
+)
 
 
 def plugins_with(policy: Policy | str) -> Plugins:
@@ -19,18 +22,39 @@ def plugins_with(policy: Policy | str) -> Plugins:
     return plugins
 
 
-def run_of(plugins: Plugins, *, handler_id: str = "fn", resource: ResourceRef | None = None,
-           retry: int = 0, runtime: float = 0.0, errors_mode: str = "TEMPORARY",
-           backoff: float = 60.0, reason: str | None = "update") -> HandlerRun:
+def run_of(
+    plugins: Plugins,
+    *,
+    handler_id: str = "fn",
+    resource: ResourceRef | None = None,
+    retry: int = 0,
+    runtime: float = 0.0,
+    errors_mode: str = "TEMPORARY",
+    backoff: float = 60.0,
+    reason: str | None = "update",
+) -> HandlerRun:
     return HandlerRun(
-        handler_id=handler_id, reason=reason, resource=resource, body=None, retry=retry,
-        runtime=runtime, deleting=False, options=plugins.options(handler_id, resource),
-        logger=logging.getLogger("test"), errors_mode=errors_mode, backoff=backoff,
+        handler_id=handler_id,
+        reason=reason,
+        resource=resource,
+        body=None,
+        retry=retry,
+        runtime=runtime,
+        deleting=False,
+        options=plugins.options(handler_id, resource),
+        logger=logging.getLogger("test"),
+        errors_mode=errors_mode,
+        backoff=backoff,
     )
 
 
-def decide(policy: Policy | str, *, exception: Exception | None = None, result: object = None,
-           **run: object) -> Outcome | None:
+def decide(
+    policy: Policy | str,
+    *,
+    exception: Exception | None = None,
+    result: object = None,
+    **run: object,
+) -> Outcome | None:
     """The engine's decision for one run under the policy; None means "stock Kopf, unchanged"."""
     plugins = plugins_with(policy)
     handler_run = run_of(plugins, **run)  # type: ignore[arg-type]
