@@ -15,6 +15,9 @@ KOPFEXAMPLES = ResourceRef(
 )
 
 
+BODY = {"metadata": {"name": "example", "namespace": "default"}}
+
+
 def plugins_with(policy: Policy | str) -> Plugins:
     plugins = Plugins()
     plugin = PolicyPlugin(loads_policy(policy) if isinstance(policy, str) else policy)
@@ -37,7 +40,7 @@ def run_of(
         handler_id=handler_id,
         reason=reason,
         resource=resource,
-        body=None,
+        body=BODY,  # a run for an object: a failing plugin would show as a PluginFailure
         retry=retry,
         runtime=runtime,
         deleting=False,
