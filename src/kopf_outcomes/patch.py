@@ -211,10 +211,10 @@ async def execute_handlers_once(
                                 {h.id for h in handlers} | set(state)))
     try:
         plugins = installed()
-        handlers_todo = [
-            h for h in handlers
-            if state[h.id].awakened or (h.id in records and _wakes(plugins, h, cause, state[h.id], records[h.id]))
-        ]
+        woken = [h for h in handlers if not state[h.id].awakened and (
+            _wakes(plugins, h, cause, state[h.id], records[h.id]) if h.id in records
+            else _parked(state[h.id]))]
+        handlers_todo = [h for h in handlers if state[h.id].awakened or h in woken]
         handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
         outcomes = {}
         for handler in handlers_plan:
@@ -227,6 +227,11 @@ async def execute_handlers_once(
                 extra_context=extra_context,
                 default_errors=default_errors,
             )
+        # A finished handler that saw an older state and is not planned now (the lifecycle
+        # runs one at a time) is re-armed, so that the cause does not end before it re-runs.
+        for handler in woken:
+            if handler.id not in outcomes and state[handler.id].finished:
+                outcomes[handler.id] = ex.Outcome(final=False, delay=0)
         return outcomes
     finally:
         _excluded.reset(token)
@@ -262,6 +267,18 @@ def _wakes(plugins: Plugins, handler: Any, cause: Any, state: Any, record: memor
     if state.finished and not (record["outcome"] == "success" and _options(plugins, handler, cause).remember):
         return False
     return record["digest"] != _digest(plugins, handler, cause)
+
+
+def _parked(state: Any) -> bool:
+    """Parked by us but with no memory to tell when to wake (lost, or garbage): run it again,
+    so that it concludes afresh and its memory is written anew."""
+    if state.finished or state.delayed is None:
+        return False
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if state.delayed.tzinfo is None:  # older Kopf stores naive UTC times
+        now = now.replace(tzinfo=None)
+    remaining = (state.delayed - now).total_seconds()
+    return bool(remaining > _PARKED_THRESHOLD)
 
 
 def _digest(plugins: Plugins, handler: Any, cause: Any) -> str:
