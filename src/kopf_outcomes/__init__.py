@@ -14,7 +14,7 @@ from kopf_outcomes.hookspecs import hookimpl
 from kopf_outcomes.options import HandlerOptions, handler_options
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.patch import install, installed, uninstall
-from kopf_outcomes.recall import Recall, recall
+from kopf_outcomes.recollection import Recall, recall
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
 
 __all__ = [

@@ -20,15 +20,18 @@ import enum
 import logging
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
-from kopf_outcomes import _kopf, engine, memory, recall
+from kopf_outcomes import _kopf, engine, memory, recollection
 from kopf_outcomes.options import HandlerOptions, options_of
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.plugins import Plugins
 from kopf_outcomes.runs import HandlerRun, ResourceRef
+
+if TYPE_CHECKING:
+    from kopf_outcomes.policy import Policy
 
 ex = _kopf.execution
 
@@ -68,7 +71,7 @@ def install(
     entry_points: bool = True,
     allow: Iterable[str] | None = None,
     deny: Iterable[str] = (),
-    policy: object = None,
+    policy: Policy | str | os.PathLike[str] | None = None,
 ) -> Plugins:
     """
     Patch Kopf process-wide. Idempotent: a second call only registers new ``plugins``.
@@ -147,7 +150,7 @@ async def invoke_handler(**kwargs: Any) -> Any:
         raise _Decided(outcome, run, kwargs["subrefs"]) from e
     finally:
         if token is not None:
-            recall._current.reset(token)
+            recollection._current.reset(token)
     if plugins.only_builtins and not isinstance(result, Outcome):
         if not _options(plugins, handler, cause).explicit_completion:
             return result
@@ -251,11 +254,11 @@ def _recall_for(plugins: Plugins, handler: Any, cause: Any) -> contextvars.Token
     if body is None:
         return None
 
-    def make() -> recall.Recall:
+    def make() -> recollection.Recall:
         previous = memory.read(body, cause.logger).get(str(handler.id))
-        return recall.Recall(previous=previous, digest=_digest(plugins, handler, cause))
+        return recollection.Recall(previous=previous, digest=_digest(plugins, handler, cause))
 
-    return recall._current.set(make)
+    return recollection._current.set(make)
 
 
 # --- deciding and realizing --------------------------------------------------------------------
