@@ -159,13 +159,32 @@ def test_explain_stock_reading_with_scope_levels_and_escalation(policy: Path) ->
     ]
     lines = invoke(explain, *args).stdout.splitlines()
     assert "decided by:  no policy rule: stock Kopf reading" in lines
-    assert 'setting:     resources."kopfexamples.kopf.dev".levels.retry = WARNING' in lines
+    assert 'setting:     resources."kopfexamples.kopf.dev".levels.retry = "WARNING"' in lines
     assert "escalation:  escalate[0] after 5 tries: level ERROR (not reached)" in lines
     assert "outcome:     retry in 60s: 'boom'; logged at WARNING: a Warning Event" in lines
 
     lines = invoke(explain, *args, "--retry", "5").stdout.splitlines()
     assert "escalation:  escalate[0] after 5 tries: level ERROR (reached)" in lines
     assert "outcome:     retry in 60s: 'boom'; logged at ERROR: an Error Event" in lines
+
+
+def test_explain_shows_the_rule_and_which_scope_settings_it_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'delay = 30\nlevels = { retry = "ERROR" }\n'
+        '[exceptions."builtins.TimeoutError"]\n'
+        'outcome = "retry"\nbackoff = { base = 10, cap = 300 }\n'
+    )
+    result = invoke(
+        explain, "--policy", path, "--handler", "fn", "--exception", "builtins.TimeoutError"
+    )
+    assert result.stdout.splitlines()[3:] == [
+        'rule:        outcome = "retry", '
+        "backoff = { base = 10, factor = 2, cap = 300, jitter = 0 }",
+        'setting:     levels.retry = "ERROR"',
+        "setting:     delay = 30 (the rule's own value applies)",
+        "outcome:     retry in 10s: 'TimeoutError()'; logged at ERROR: an Error Event",
+    ]
 
 
 def test_explain_stock_kopf_unchanged(policy: Path) -> None:

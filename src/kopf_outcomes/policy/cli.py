@@ -6,6 +6,7 @@ operator would register it, so an explanation cannot drift from what happens at 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -18,7 +19,7 @@ from kopf_outcomes.patch import POLICY_PLUGIN_NAME
 from kopf_outcomes.plugins import Plugins
 from kopf_outcomes.policy.errors import PolicyError
 from kopf_outcomes.policy.loading import load_policy
-from kopf_outcomes.policy.model import Policy, Scope
+from kopf_outcomes.policy.model import Backoff, ExceptionRule, Policy, Scope
 from kopf_outcomes.policy.plugin import PolicyPlugin, describe_threshold
 from kopf_outcomes.policy.validation import resolve_exception
 from kopf_outcomes.runs import HandlerRun, ResourceRef
@@ -78,6 +79,16 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
         found = plugin.resolver.match(handler_id, ref, type(exception))
         click.echo(f"exception:   {exception_name}({'' if message is None else repr(message)})")
         click.echo(f"decided by:  {found.where if found else 'no policy rule: stock Kopf reading'}")
+        rule = found.rule if found else ExceptionRule()
+        if found:
+            click.echo(f"rule:        {_fields(rule) or '(no fields: the stock outcome)'}")
+        # The scopes' levels and delays apply to what a rule leaves unset, and to stock readings.
+        timing = rule.delay if rule.backoff is None else rule.backoff
+        for setting, own in ((settings.retry_level, rule.level), (settings.fatal_level, rule.level),
+                             (settings.timing, timing)):
+            if setting is not None:
+                note = " (the rule's own value applies)" if own is not None else ""
+                click.echo(f"setting:     {setting.where} = {_show(setting.value)}{note}")
         outcome = engine.decide(plugins, run, exception=exception)
         stock = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
     else:
@@ -89,9 +100,6 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
         outcome = engine.decide(plugins, run, result=origin)
         stock = builtin.kopf_outcomes_classify_result(run=run, result=origin)
 
-    for setting in (settings.retry_level, settings.fatal_level, settings.timing):
-        if setting is not None:
-            click.echo(f"setting:     {setting.where} = {_show(setting.value)}")
     steps = plugin.resolver.escalation(handler_id, ref, origin)
     for index, step in enumerate(steps.value if steps else ()):
         state = "reached" if step.reached(retry, runtime) else "not reached"
@@ -159,9 +167,23 @@ def _value(text: str) -> object:
 
 
 def _show(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(logging.getLevelName(value))
-    return str(value)
+    """A policy value as the TOML file spells it (numbers of the model's ints are levels)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f'"{logging.getLevelName(value)}"'
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, Backoff):
+        return "{ " + _fields(value) + " }"
+    return json.dumps(value)
+
+
+def _fields(model: ExceptionRule | Backoff) -> str:
+    """The fields set in a rule (escalation is shown on its own lines) or a backoff."""
+    return ", ".join(f"{field.name} = {_show(getattr(model, field.name))}"
+                     for field in dataclasses.fields(model)
+                     if getattr(model, field.name) is not None and field.name != "escalate")
 
 
 def _describe(outcome: Outcome) -> str:
