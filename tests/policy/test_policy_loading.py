@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -461,3 +462,31 @@ def test_install_takes_a_python_policy() -> None:
     plugins = kopf_outcomes.install(policy=policy, entry_points=False)
     plugin = plugins.manager.get_plugin(POLICY_PLUGIN_NAME)
     assert isinstance(plugin, PolicyPlugin) and plugin.policy is policy
+
+
+# --- the policy reference ----------------------------------------------------------------------
+
+DOCS = Path(__file__).parents[2] / "docs" / "policies.md"
+
+
+def toml_blocks() -> list[str]:
+    return re.findall(r"```toml\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def test_the_981_one_liner_is_in_the_docs_and_is_one_line() -> None:
+    one_line = 'exceptions."kopf.TemporaryError" = { level = "INFO" }\n'
+    assert one_line in toml_blocks()
+    assert loads_policy(one_line) == Policy(
+        defaults=Scope(exceptions={"kopf.TemporaryError": ExceptionRule(level=logging.INFO)})
+    )
+
+
+def test_every_toml_example_in_the_docs_loads_except_the_invalid_one() -> None:
+    blocks = toml_blocks()
+    assert len(blocks) >= 7
+    for block in blocks:
+        if "remeber" in block:  # the example of validation messages
+            with pytest.raises(PolicyError):
+                loads_policy(block)
+        else:
+            loads_policy(block, pyproject=block.startswith("[tool.kopf-outcomes]"))
