@@ -187,6 +187,40 @@ def test_explain_shows_the_rule_and_which_scope_settings_it_overrides(tmp_path: 
     ]
 
 
+@pytest.mark.parametrize(
+    "handler, deleting, expected",
+    [
+        ("delete_fn", True, "fatal: 'no' (retain the finalizer); logged at ERROR: an Error Event"),
+        (
+            "create_fn",
+            True,
+            "fatal: 'no' (release the finalizer); logged at ERROR: an Error Event "
+            "— stock Kopf runs it unchanged",
+        ),
+        (
+            "delete_fn",
+            False,
+            "fatal: 'no'; logged at ERROR: an Error Event — stock Kopf runs it unchanged",
+        ),
+    ],
+)
+def test_explain_fatal_on_delete(policy: Path, handler: str, deleting: bool, expected: str) -> None:
+    args = ["--deleting"] if deleting else []
+    result = invoke(
+        explain,
+        "--policy",
+        policy,
+        "--handler",
+        handler,
+        *args,
+        "--exception",
+        "kopf.PermanentError",
+        "--message",
+        "no",
+    )
+    assert f"outcome:     {expected}" in result.stdout.splitlines()
+
+
 def test_explain_stock_kopf_unchanged(policy: Path) -> None:
     result = invoke(
         explain,

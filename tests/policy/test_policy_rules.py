@@ -370,3 +370,28 @@ def test_explicit_completion_rejects_other_values_and_keeps_the_finalizer() -> N
 def test_fatal_on_delete_from_the_top_level() -> None:
     plugins = plugins_with('fatal_on_delete = "release"')
     assert plugins.options("fn", None).fatal_on_delete == "release"
+
+
+def test_retain_holds_for_kopfs_permanent_error_on_deletion() -> None:
+    """Stock Kopf would release the finalizer; a policy saying "retain" must be kept."""
+    policy = '[handlers.delete_fn]\nfatal_on_delete = "retain"\n'
+    error = kopf.PermanentError("no")
+    assert decide(policy, handler_id="delete_fn", reason="delete", exception=error) == Fatal(
+        "no", on_delete="retain"
+    )
+    assert decide(policy, handler_id="delete_fn", reason="update", exception=error) is None
+    assert decide(policy, handler_id="other_fn", reason="delete", exception=error) is None
+
+
+def test_a_rules_fatal_and_an_escalated_one_leave_retain_to_the_handlers_option() -> None:
+    """Not stock: the engine realizes them, taking fatal_on_delete from the handler's options."""
+    policy = (
+        'fatal_on_delete = "retain"\n'
+        'exceptions."builtins.ValueError" = { outcome = "fatal" }\n'
+        'escalate = [{ after_tries = 3, outcome = "fatal" }]\n'
+    )
+    assert decide(policy, reason="delete", exception=ValueError("v")) == Fatal("v")
+    assert decide(policy, reason="delete", exception=KeyError("k"), retry=3) == Fatal(
+        "'k' (escalated to fatal after 3 tries)"
+    )
+    assert plugins_with(policy).options("fn", None).fatal_on_delete == "retain"

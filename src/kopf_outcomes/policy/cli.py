@@ -47,13 +47,15 @@ def check_policy(file: Path) -> None:
 @click.option("--message", help="The exception's message (none if not given).")
 @click.option("--result", help="The value returned, as JSON (true, false, 42, \"text\") "
                                "or as plain text.")
+@click.option("--deleting", is_flag=True,
+              help="The run is for a deletion (where fatal_on_delete applies).")
 @click.option("--retry", default=0, show_default=True, type=click.IntRange(min=0),
               help="Previous runs of the handler (Kopf's retry).")
 @click.option("--runtime", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds since the handler first ran for this cause (Kopf's runtime).")
 def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str | None,
-            exception_name: str | None, message: str | None, result: str | None, retry: int,
-            runtime: float) -> None:
+            exception_name: str | None, message: str | None, result: str | None,
+            deleting: bool, retry: int, runtime: float) -> None:
     """Show which rule decides a handler run under a policy, and the outcome."""
     if (exception_name is None) == (result is None):
         raise click.UsageError("give exactly one of --exception or --result")
@@ -61,14 +63,16 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
     plugins = Plugins()
     plugins.register(plugin, name=POLICY_PLUGIN_NAME)
     ref = _resource(resource, kind)
+    # A resource handler runs for an object: then a failing plugin shows as a Retry, as it would.
+    body = {"metadata": {"name": "(explain)"}} if ref is not None else None
     run = HandlerRun(
-        handler_id=handler_id, reason=None, resource=ref, body=None, retry=retry,
-        runtime=runtime, deleting=False, options=plugins.options(handler_id, ref),
+        handler_id=handler_id, reason="delete" if deleting else None, resource=ref, body=body,
+        retry=retry, runtime=runtime, deleting=deleting, options=plugins.options(handler_id, ref),
         logger=logging.getLogger(__name__),
     )
     settings = plugin.resolver.settings(handler_id, ref)
     click.echo(f"run:         handler {handler_id!r}, resource {ref or '(none)'}, "
-               f"retry {retry}, runtime {runtime:g}s")
+               f"retry {retry}, runtime {runtime:g}s" + (", deleting" if deleting else ""))
     for name, where in settings.option_sources.items():
         click.echo(f"option:      {name} = {json.dumps(getattr(run.options, name))} ({where})")
 
@@ -110,9 +114,13 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
         click.echo(f"escalation:  {steps.where if steps else ''}[{index}] "
                    f"{describe_threshold(step)}: {what} ({state})")
     if outcome is None:
-        click.echo(f"outcome:     {_describe(stock)} — stock Kopf runs it unchanged")
+        click.echo(f"outcome:     {_describe(stock, run, 'release')} — stock Kopf runs it "
+                   f"unchanged")
     else:
-        click.echo(f"outcome:     {_describe(outcome)}")
+        on_delete = run.options.fatal_on_delete or "release"
+        if isinstance(outcome, Fatal) and outcome.on_delete is not None:
+            on_delete = outcome.on_delete
+        click.echo(f"outcome:     {_describe(outcome, run, on_delete)}")
 
 
 def load_or_exit(file: Path) -> Policy:
@@ -186,7 +194,7 @@ def _fields(model: ExceptionRule | Backoff) -> str:
                      if getattr(model, field.name) is not None and field.name != "escalate")
 
 
-def _describe(outcome: Outcome) -> str:
+def _describe(outcome: Outcome, run: HandlerRun, on_delete: str) -> str:
     """The outcome, its log level, and the Kubernetes Event Kopf posts for it by default."""
     if isinstance(outcome, Success):
         return f"success (result {outcome.result!r}); logged at INFO: {_event(logging.INFO)}"
@@ -199,8 +207,8 @@ def _describe(outcome: Outcome) -> str:
         return (f"retry in {outcome.delay:g}s: {outcome.reason!r}; logged at "
                 f"{logging.getLevelName(outcome.level)}: {_event(outcome.level)}")
     if isinstance(outcome, Fatal):
-        on_delete = f", on delete: {outcome.on_delete}" if outcome.on_delete else ""
-        return (f"fatal: {outcome.reason!r}{on_delete}; logged at "
+        finalizer = f" ({on_delete} the finalizer)" if run.deleting else ""
+        return (f"fatal: {outcome.reason!r}{finalizer}; logged at "
                 f"{logging.getLevelName(outcome.level)}: {_event(outcome.level)}")
     return repr(outcome)
 

@@ -81,12 +81,15 @@ def _by_rule(rule: ExceptionRule, stock: Outcome, settings: Settings, run: Handl
 
 
 def _restyled(stock: Outcome, settings: Settings, run: HandlerRun) -> Outcome:
-    """A stock Retry/Fatal with the scopes' levels and delays; unchanged if they set none."""
+    """A stock Retry/Fatal with the scopes' levels, delays and fatal-on-delete; else unchanged."""
     if isinstance(stock, Retry) and (settings.retry_level or settings.timing):
         delay = _delay(settings.timing, run) if settings.timing is not None else stock.delay
         return Retry(stock.reason, delay=delay, level=_level(None, settings.retry_level, stock))
-    if isinstance(stock, Fatal) and settings.fatal_level:
-        return Fatal(stock.reason, level=settings.fatal_level.value)
+    # Stock Kopf releases the finalizer on a PermanentError; "retain" must hold for it too.
+    retain = run.reason == "delete" and run.options.fatal_on_delete == "retain"
+    if isinstance(stock, Fatal) and (settings.fatal_level or retain):
+        return Fatal(stock.reason, level=_level(None, settings.fatal_level, stock),
+                     on_delete="retain" if retain else None)
     return stock
 
 
