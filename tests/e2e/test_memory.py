@@ -77,3 +77,19 @@ async def _memory(objects, namespace: str, name: str) -> bool:
     body = await get_example(objects, namespace, name)
     value = ((body or {}).get("metadata", {}).get("annotations") or {}).get(MEMORY_ANNOTATION, "")
     return value.startswith('{"delete_fn"')
+
+
+async def test_a_parked_object_costs_zero_runs_and_zero_writes_for_a_minute(cluster, objects, namespace, operator):
+    from kopf_outcomes.cluster.audit import AuditLog
+
+    audit = AuditLog(cluster.audit_log)
+    async with operator(OPERATOR) as op:
+        await start_deleting(objects, namespace, "z", {"onDelete": "pending"})
+        await op.wait_for(lambda r: "is pending" in r.message, what="Pending")
+        await asyncio.sleep(1)  # let the operator's own write (progress + memory) come back as an event
+        assert audit.writes(user_agent="kopf", namespace=namespace, name="z"), "the audit log sees kopf"
+        mark, runs_before = audit.mark(), runs(op)
+        await asyncio.sleep(60)
+        assert audit.writes(since=mark, user_agent="kopf", namespace=namespace, name="z") == []
+        assert runs(op) == runs_before
+        assert await finalized(objects, namespace, "z")

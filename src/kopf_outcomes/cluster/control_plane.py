@@ -47,6 +47,11 @@ class ClusterInfo:
     restricted_kubeconfig: Path
     state_dir: Path
 
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log of writes (JSON lines); see :mod:`kopf_outcomes.cluster.audit`."""
+        return self.state_dir / AUDIT_LOG
+
     def admin_client(self) -> RestClient:
         return RestClient(self.server, self.ca_path, self.admin_token)
 
@@ -178,6 +183,11 @@ def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--disable-admission-plugins=ServiceAccount",  # no controller-manager makes tokens
             "--allow-privileged=true",
+            # Every write, as JSON lines: how tests and benchmarks count API writes per client.
+            f"--audit-policy-file={_audit_policy(folder)}",
+            f"--audit-log-path={folder / AUDIT_LOG}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
         ], folder / "kube-apiserver.log", api_port)
         running_now.append(apiserver)
         _write_state(folder, _State(tuple(running_now), None))
@@ -210,6 +220,25 @@ def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
         raise
     progress(f"cluster ready in {time.monotonic() - started:.1f}s at {server}")
     return info
+
+
+AUDIT_LOG = "audit.log"
+
+_AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+  - level: Metadata
+    verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: None
+"""
+
+
+def _audit_policy(folder: Path) -> Path:
+    path = folder / "audit-policy.yaml"
+    path.write_text(_AUDIT_POLICY)
+    return path
 
 
 def _etcd_healthy(url: str) -> bool:
