@@ -54,6 +54,8 @@ def kopf_outcomes_classify_exception(run: HandlerRun, exception: Exception) -> O
     if isinstance(exception, kopf.TemporaryError):
         return _stock(Retry(message, delay=exception.delay or 0, level=logging.ERROR))
     if isinstance(exception, kopf.PermanentError):
+        if run.reason == "delete" and run.options.fatal_on_delete == "retain":
+            return Fatal(message, on_delete="retain")  # the handler's own option: not stock
         return _stock(Fatal(message))
     if run.errors_mode == "IGNORED":
         return _stock(Success())

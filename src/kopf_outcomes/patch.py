@@ -84,6 +84,7 @@ def install(
     raises at once, naming the file, the key and what is allowed.
     """
     global _installed
+    policy_plugin = _policy_plugin(policy)  # an invalid policy fails before anything is patched
     if _installed is None:
         _kopf.check_version()
         found = Plugins()
@@ -98,15 +99,21 @@ def install(
         _installed = _Installation(plugins=found, originals=originals)
         for (module, name) in originals:
             setattr(module, name, globals()[name])
-    if policy is not None or os.environ.get("KOPF_OUTCOMES_POLICY"):
-        from kopf_outcomes.policy import PolicyPlugin, load_policy
-
-        source = policy if policy is not None else os.environ["KOPF_OUTCOMES_POLICY"]
-        _installed.plugins.replace(PolicyPlugin(load_policy(source)), name=POLICY_PLUGIN_NAME)
+    if policy_plugin is not None:
+        _installed.plugins.replace(policy_plugin, name=POLICY_PLUGIN_NAME)
     for plugin in plugins:
         if not _installed.plugins.manager.is_registered(plugin):
             _installed.plugins.register(plugin)
     return _installed.plugins
+
+
+def _policy_plugin(policy: Policy | str | os.PathLike[str] | None) -> object | None:
+    source = policy if policy is not None else os.environ.get("KOPF_OUTCOMES_POLICY") or None
+    if source is None:
+        return None
+    from kopf_outcomes.policy import PolicyPlugin, load_policy
+
+    return PolicyPlugin(load_policy(source))
 
 
 def uninstall() -> None:
