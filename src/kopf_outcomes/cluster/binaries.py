@@ -169,7 +169,10 @@ def _build(go: str, build: GoBuild, folder: Path, progress: Progress) -> None:
             f"downloading {build.module}@{build.version}",
             ["mod", "download", "-json", f"{build.module}@{build.version}"]))
         upstream = Path(info["GoMod"]).read_text()
-        (work / "go.mod").write_text(_throwaway_gomod(build, upstream))
+        gomod = _throwaway_gomod(build, upstream)
+        (work / "go.mod").write_text(gomod)
+        with log_path.open("a") as log:  # what was built is part of why it failed
+            log.write(f"--- {work / 'go.mod'} ---\n{gomod}")
         step.run(f"downloading dependencies and compiling {build.binary}",
                  ["build", "-v", "-o", str(tmp_out), "-ldflags", build.ldflags, build.package])
         go_version = step.run("checking the Go version", ["env", "GOVERSION"]).strip()

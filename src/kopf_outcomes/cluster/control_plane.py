@@ -49,7 +49,7 @@ class ClusterInfo:
 
     @property
     def audit_log(self) -> Path:
-        """The API server's audit log of writes (JSON lines); see :mod:`kopf_outcomes.cluster.audit`."""
+        """The API server's audit log of writes (JSON lines); read it with ``cluster.audit``."""
         return self.state_dir / AUDIT_LOG
 
     def admin_client(self) -> RestClient:

@@ -49,13 +49,20 @@ def spawn(name: str, argv: list[str], log: Path, port: int) -> Process:
 
 def is_ours(process: Process) -> bool:
     """Whether the pid is alive and still runs exactly the command line we started."""
-    _reap(process.pid)
+    popen = _children.get(process.pid)
+    if popen is not None:  # our own child: certain, and /proc is briefly empty during its exec
+        if popen.poll() is None:
+            return True
+        del _children[process.pid]
+        return False
     try:
         cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
         state = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False
-    return state != "Z" and cmdline.split(b"\0")[:-1] == [a.encode() for a in process.argv]
+    argv = [a.encode() for a in process.argv]
+    # A suffix, not equality: a script (e.g. in KUBEBUILDER_ASSETS) runs as `interpreter argv...`.
+    return state != "Z" and cmdline.split(b"\0")[:-1][-len(argv):] == argv
 
 
 def stop(process: Process, *, grace: float = 10.0) -> None:
@@ -74,22 +81,16 @@ def stop(process: Process, *, grace: float = 10.0) -> None:
         popen.wait()
 
 
-def _reap(pid: int) -> None:
-    popen = _children.get(pid)
-    if popen is not None and popen.poll() is not None:
-        del _children[pid]
-
-
 def wait_until(process: Process, check: Callable[[], bool], *, deadline: float,
                timeout: float) -> None:
     """Poll ``check`` until it passes; fail early if the process dies, with its log's tail."""
     while not check():
         popen = _children.get(process.pid)
-        code = popen.poll() if popen is not None else None
-        if code is not None or not is_ours(process):
+        if not is_ours(process):
+            code = popen.wait() if popen is not None else None
             text = _read(process.log)
             details = log_tail(text, title=str(process.log))
-            if PORT_IN_USE in text:
+            if PORT_IN_USE in text.lower():
                 raise PortTaken(
                     f"{process.name} could not listen on 127.0.0.1:{process.port}:"
                     " the port is already in use",
