@@ -20,7 +20,7 @@ from typing import Any, Literal
 import aiohttp
 import kopf
 from aiohttp import web
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import config
 
 from kopf_outcomes.client import signal
 

@@ -23,7 +23,7 @@ async def test_garbage_in_memory_is_reported_once_and_read_as_no_memory(objects,
         await op.wait_for(lambda r: "is pending" in r.message, what="Pending")
         for attempt in (2, 3):  # the same garbage twice: one warning, and a fresh run each time
             await patch(objects, namespace, "m", {"metadata": {"annotations": {MEMORY_ANNOTATION: "{not json"}}})
-            await eventually(lambda: asyncio.sleep(0, runs(op) == attempt), what="a run to re-establish memory")
+            await eventually(lambda n=attempt: asyncio.sleep(0, runs(op) == n), what="a run to re-establish memory")
             await eventually(lambda: _memory(objects, namespace, "m"), what="the memory to be rewritten")
             assert await finalized(objects, namespace, "m")
         warnings = [r for r in op.records(f"{namespace}/m") if r.level == "WARNING"]

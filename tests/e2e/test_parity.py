@@ -47,7 +47,8 @@ async def scenario(make_operator, objects, namespace: str, name: str, spec: dict
         await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", name)
         await eventually(lambda: _gone(objects, namespace, name), timeout=30, what="deletion")
         await asyncio.sleep(0.5)
-    return [normalized(r) for r in op.records(f"{namespace}/{name}") if not any(skipped in r.message for skipped in _SKIPPED)]
+    return [normalized(r) for r in op.records(f"{namespace}/{name}")
+            if not any(skipped in r.message for skipped in _SKIPPED)]
 
 
 async def _gone(objects, namespace: str, name: str) -> bool:

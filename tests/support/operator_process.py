@@ -7,8 +7,8 @@ do; a real process can also be killed with SIGKILL in the middle of its work.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import dataclasses
+import datetime
 import json
 import os
 import signal
@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
