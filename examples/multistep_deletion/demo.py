@@ -37,7 +37,7 @@ class Story:
 async def tell(info: ClusterInfo, api: client.ApiClient, title: str, operator: str) -> Story:
     namespace = f"demo-{uuid.uuid4().hex[:6]}"
     core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    await core.create_namespace({"metadata": {"name": namespace}})
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     system = ExternalSystem(kubeconfig=str(info.admin_kubeconfig), delay=CALLBACK_AFTER, via="status")
     runner, url = await system.serve()
     audit = AuditLog(info.audit_log)
