@@ -1,0 +1,65 @@
+"""Fast unit tests of our own logic: no cluster, no network, no sleeping."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from kopf_outcomes import memory, patch
+
+
+class Collector(logging.Handler):
+    """Keeps every record it is given, for asserting on levels and messages."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def messages(self, level: int | None = None) -> list[str]:
+        return [r.getMessage() for r in self.records if level is None or r.levelno == level]
+
+    def pairs(self) -> list[tuple[int, str]]:
+        return [(r.levelno, r.getMessage()) for r in self.records]
+
+
+@pytest.fixture
+def logger(request: pytest.FixtureRequest) -> Iterator[logging.Logger]:
+    """A private logger at DEBUG that does not propagate into other tests' output."""
+    log = logging.getLogger(f"tests.unit.{request.node.nodeid}")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    yield log
+    log.handlers.clear()
+
+
+@pytest.fixture
+def collector(logger: logging.Logger) -> Collector:
+    handler = Collector()
+    logger.addHandler(handler)
+    return handler
+
+
+@pytest.fixture(autouse=True)
+def _fresh_garbage_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memory._reported_garbage`` is module-level: each test starts with none reported."""
+    monkeypatch.setattr(memory, "_reported_garbage", set())
+
+
+@pytest.fixture(autouse=True)
+def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variables that steer plugin discovery and policies must not leak in from outside."""
+    for name in ("KOPF_OUTCOMES_PLUGINS", "KOPF_OUTCOMES_DISABLE_PLUGINS", "KOPF_OUTCOMES_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def unpatched() -> Iterator[None]:
+    """Kopf starts unpatched and is left unpatched, whatever the test did."""
+    patch.uninstall()
+    yield
+    patch.uninstall()
