@@ -1,0 +1,605 @@
+"""Deciding outcomes: the built-ins (stock parity), plugins that classify, adjust, observe, fail."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import types
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import Any
+
+import kopf
+import pytest
+
+from kopf_outcomes import (
+    Decision,
+    Fatal,
+    HandlerOptions,
+    HandlerRun,
+    Outcome,
+    Pending,
+    ResourceRef,
+    Retry,
+    Success,
+    builtin,
+    engine,
+    hookimpl,
+)
+from kopf_outcomes.plugins import Plugins
+from tests.unit.conftest import Collector
+
+NO_OPTIONS = HandlerOptions()
+BODY = {"metadata": {"name": "example", "namespace": "default", "uid": "uid-1"}}
+KOPFEXAMPLES = ResourceRef("kopf.dev", "v1", "kopfexamples", "KopfExample")
+
+
+def make_run(
+    logger: logging.Logger | None = None,
+    *,
+    body: Any = BODY,
+    options: HandlerOptions = NO_OPTIONS,
+    reason: str | None = "update",
+    errors_mode: str = "TEMPORARY",
+    backoff: float = 60.0,
+    handler_id: str = "h",
+) -> HandlerRun:
+    return HandlerRun(
+        handler_id=handler_id,
+        reason=reason,
+        resource=KOPFEXAMPLES if body is not None else None,
+        body=body,
+        retry=0,
+        runtime=0.0,
+        deleting=False,
+        options=options,
+        logger=logger if logger is not None else logging.getLogger("test"),
+        errors_mode=errors_mode,
+        backoff=backoff,
+    )
+
+
+# --- the built-ins alone: stock stays stock ------------------------------------------------------
+
+
+@pytest.mark.parametrize("result", [None, {"a": 1}, 0, "", True, False, [1]])
+def test_plain_results_are_left_to_kopf(result: object) -> None:
+    assert engine.decide(Plugins(), make_run(), result=result) is None
+
+
+@pytest.mark.parametrize(
+    "exception",
+    [
+        kopf.TemporaryError("later", delay=5),
+        kopf.TemporaryError("later", delay=None),
+        kopf.PermanentError("never"),
+        ValueError("boom"),
+        RuntimeError(),
+        KeyError("k"),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("errors_mode", ["TEMPORARY", "PERMANENT", "IGNORED"])
+def test_exceptions_are_left_to_kopf(exception: Exception, errors_mode: str) -> None:
+    run = make_run(errors_mode=errors_mode)
+    assert engine.decide(Plugins(), run, exception=exception) is None
+
+
+@pytest.mark.parametrize(
+    "outcome", [Success({"r": 1}), Pending("p", recheck=5), Retry("r", delay=1), Fatal("f")], ids=repr
+)
+def test_outcome_objects_returned_or_raised_are_taken_as_they_are(outcome: Outcome) -> None:
+    assert engine.decide(Plugins(), make_run(), result=outcome) is outcome
+    assert engine.decide(Plugins(), make_run(), exception=outcome) is outcome
+
+
+def test_explicit_completion_true_is_success() -> None:
+    run = make_run(options=HandlerOptions(explicit_completion=True))
+    assert engine.decide(Plugins(), run, result=True) == Success()
+
+
+def test_explicit_completion_false_is_pending() -> None:
+    run = make_run(options=HandlerOptions(explicit_completion=True))
+    outcome = engine.decide(Plugins(), run, result=False)
+    assert isinstance(outcome, Pending)
+    assert outcome.recheck is None
+
+
+@pytest.mark.parametrize("value", [None, 1, 0, "yes", {"done": True}])
+def test_explicit_completion_other_values_are_retries_at_error(value: object) -> None:
+    run = make_run(options=HandlerOptions(explicit_completion=True), backoff=7)
+    outcome = engine.decide(Plugins(), run, result=value)
+    assert type(outcome) is Retry
+    assert outcome.level == logging.ERROR
+    assert outcome.delay == 7
+    assert f"explicit completion expects True or False, got {value!r}" in outcome.reason
+
+
+def test_explicit_completion_still_takes_outcome_objects() -> None:
+    run = make_run(options=HandlerOptions(explicit_completion=True))
+    assert engine.decide(Plugins(), run, result=Pending("x")) == Pending("x")
+
+
+def test_explicit_completion_off_leaves_booleans_to_kopf() -> None:
+    run = make_run(options=HandlerOptions(explicit_completion=False))
+    assert engine.decide(Plugins(), run, result=False) is None
+
+
+def test_permanent_error_on_delete_with_retain_option_is_ours() -> None:
+    retain = HandlerOptions(fatal_on_delete="retain")
+    deleting = make_run(options=retain, reason="delete")
+    outcome = engine.decide(Plugins(), deleting, exception=kopf.PermanentError("gone wrong"))
+    assert outcome == Fatal("gone wrong", on_delete="retain")
+    # Not on deletion, and not without the option: stock.
+    updating = make_run(options=retain, reason="update")
+    assert engine.decide(Plugins(), updating, exception=kopf.PermanentError("x")) is None
+    plain = make_run(reason="delete")
+    assert engine.decide(Plugins(), plain, exception=kopf.PermanentError("x")) is None
+
+
+@pytest.mark.parametrize(
+    ("exception", "errors_mode", "expected"),
+    [
+        (kopf.TemporaryError("later", delay=5), "TEMPORARY", Retry("later", delay=5, level="ERROR")),
+        (kopf.TemporaryError("later", delay=None), "TEMPORARY", Retry("later", delay=0, level="ERROR")),
+        # Kopf passes None on as the message: str() is "None", as Kopf logs it.
+        (kopf.TemporaryError(), "TEMPORARY", Retry("None", delay=60, level="ERROR")),
+        (kopf.PermanentError("never"), "TEMPORARY", Fatal("never")),
+        (ValueError("boom"), "TEMPORARY", Retry("boom", delay=9, level="ERROR")),
+        (ValueError("boom"), "PERMANENT", Fatal("boom")),
+        (ValueError("boom"), "IGNORED", Success()),
+        (RuntimeError(), "PERMANENT", Fatal("RuntimeError()")),
+    ],
+)
+def test_builtin_reading_of_exceptions_mirrors_kopf(
+    exception: Exception, errors_mode: str, expected: Outcome
+) -> None:
+    run = make_run(errors_mode=errors_mode, backoff=9)
+    outcome = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
+    assert outcome == expected
+    assert builtin.is_stock(outcome)
+
+
+def test_builtin_reading_of_results_marks_plain_results_as_stock() -> None:
+    assert builtin.is_stock(builtin.kopf_outcomes_classify_result(run=make_run(), result=1))
+    assert not builtin.is_stock(builtin.kopf_outcomes_classify_result(run=make_run(), result=Success(1)))
+    assert not builtin.is_stock(Success())
+
+
+# --- plugins: classification -------------------------------------------------------------------
+
+
+class Classifier:
+    """Timeouts mean Pending; the result "later" means Retry."""
+
+    @hookimpl
+    def kopf_outcomes_classify_exception(self, run: HandlerRun, exception: Exception) -> Outcome | None:
+        return Pending("waiting") if isinstance(exception, TimeoutError) else None
+
+    @hookimpl
+    def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> Outcome | None:
+        return Retry("asked to", delay=1) if result == "later" else None
+
+
+def test_a_classify_plugin_decides_before_the_builtins() -> None:
+    plugins = Plugins()
+    plugins.register(Classifier(), name="classifier")
+    assert engine.decide(plugins, make_run(), exception=TimeoutError()) == Pending("waiting")
+    assert engine.decide(plugins, make_run(), result="later") == Retry("asked to", delay=1)
+
+
+def test_a_classify_plugin_can_pass_to_the_builtins() -> None:
+    plugins = Plugins()
+    plugins.register(Classifier(), name="classifier")
+    assert engine.decide(plugins, make_run(), exception=ValueError()) is None
+    assert engine.decide(plugins, make_run(), result={"a": 1}) is None
+    assert engine.decide(plugins, make_run(), result=Fatal("x")) == Fatal("x")
+
+
+def test_a_classify_plugin_sees_the_run_and_the_origin() -> None:
+    seen: list[tuple[HandlerRun, object]] = []
+
+    class Spy:
+        @hookimpl
+        def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> None:
+            seen.append((run, result))
+
+    plugins = Plugins()
+    plugins.register(Spy(), name="spy")
+    run = make_run(handler_id="delete_fn")
+    engine.decide(plugins, run, result={"x": 1})
+    assert seen == [(run, {"x": 1})]
+
+
+# --- plugins: adjustment -----------------------------------------------------------------------
+
+
+def test_adjust_hooks_run_in_turn_and_see_each_others_replacements() -> None:
+    seen: list[tuple[str, Outcome, object]] = []
+
+    class Soften:
+        @hookimpl(tryfirst=True)
+        def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+            seen.append(("soften", decision.outcome, decision.origin))
+            decision.outcome = Retry(str(decision.outcome), level=logging.INFO)
+
+    class Escalate:
+        @hookimpl(trylast=True)
+        def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+            seen.append(("escalate", decision.outcome, decision.origin))
+            decision.outcome = Fatal(f"escalated: {decision.outcome}")
+
+    plugins = Plugins()
+    plugins.register(Escalate(), name="escalate")
+    plugins.register(Soften(), name="soften")
+    error = ValueError("boom")
+    outcome = engine.decide(plugins, make_run(backoff=5), exception=error)
+    assert outcome == Fatal("escalated: boom")
+    assert seen == [
+        ("soften", Retry("boom", delay=5, level=logging.ERROR), error),
+        ("escalate", Retry("boom", level=logging.INFO), error),
+    ]
+
+
+def test_an_adjust_hook_that_changes_nothing_leaves_stock_to_kopf() -> None:
+    calls: list[str] = []
+
+    class Watcher:
+        @hookimpl
+        def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+            calls.append(run.handler_id)
+
+    plugins = Plugins()
+    plugins.register(Watcher(), name="watcher")
+    assert engine.decide(plugins, make_run(), result={"a": 1}) is None
+    assert engine.decide(plugins, make_run(), exception=kopf.TemporaryError("x")) is None
+    assert calls == ["h", "h"]
+
+
+def test_an_adjust_hook_replacing_a_stock_outcome_makes_it_ours() -> None:
+    class Quieter:
+        @hookimpl
+        def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+            if isinstance(decision.outcome, Retry):
+                decision.outcome = Retry(decision.outcome.reason, delay=decision.outcome.delay,
+                                         level=logging.INFO)
+
+    plugins = Plugins()
+    plugins.register(Quieter(), name="quieter")
+    outcome = engine.decide(plugins, make_run(), exception=kopf.TemporaryError("x", delay=3))
+    assert outcome == Retry("x", delay=3, level=logging.INFO)
+
+
+# --- plugins: containment ----------------------------------------------------------------------
+
+
+class Broken:
+    @hookimpl
+    def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> None:
+        raise RuntimeError("classifier bug")
+
+
+def test_a_raising_plugin_becomes_a_plugin_failure_naming_it() -> None:
+    plugins = Plugins()
+    plugins.register(Broken(), name="broken-one")
+    outcome = engine.decide(plugins, make_run(backoff=11), result={"a": 1})
+    assert isinstance(outcome, engine.PluginFailure)
+    assert isinstance(outcome, Retry)
+    assert outcome.level == logging.ERROR
+    assert outcome.delay == 11
+    assert outcome.reason == (
+        "plugin 'broken-one' failed: RuntimeError: classifier bug; the finalizer is kept"
+    )
+
+
+def test_a_raising_module_plugin_is_named_too() -> None:
+    module = types.ModuleType("my_adjuster")
+
+    @hookimpl
+    def kopf_outcomes_adjust_outcome(run: HandlerRun, decision: Decision) -> None:
+        raise KeyError("missing")
+
+    module.kopf_outcomes_adjust_outcome = kopf_outcomes_adjust_outcome  # type: ignore[attr-defined]
+    plugins = Plugins()
+    plugins.register(Classifier(), name="innocent")
+    plugins.register(module, name="my-adjuster")
+    outcome = engine.decide(plugins, make_run(), exception=TimeoutError())
+    assert isinstance(outcome, engine.PluginFailure)
+    assert outcome.reason.startswith("plugin 'my-adjuster' failed: KeyError: 'missing'")
+
+
+def test_the_culprit_is_found_among_many_plugins() -> None:
+    class AlsoBroken:
+        @hookimpl
+        def kopf_outcomes_classify_exception(self, run: HandlerRun, exception: Exception) -> None:
+            raise ZeroDivisionError("oops")
+
+    plugins = Plugins()
+    plugins.register(Classifier(), name="classifier")
+    plugins.register(AlsoBroken(), name="also-broken")
+    plugins.register(Broken(), name="broken-one")
+    outcome = engine.decide(plugins, make_run(), exception=ValueError())
+    assert isinstance(outcome, engine.PluginFailure)
+    assert "'also-broken'" in outcome.reason
+    assert "'broken-one'" not in outcome.reason
+
+
+def test_culprit_of_an_error_not_from_a_plugin() -> None:
+    plugins = Plugins()
+    plugins.register(Classifier(), name="classifier")
+    try:
+        raise ValueError("elsewhere")
+    except ValueError as e:
+        assert plugins.culprit(e) == "unknown plugin"
+
+
+def test_a_raising_plugin_without_a_body_leaves_kopfs_decision(
+    logger: logging.Logger, collector: Collector
+) -> None:
+    plugins = Plugins()
+    plugins.register(Broken(), name="broken-one")
+    run = make_run(logger, body=None, reason=None, handler_id="startup")
+    assert engine.decide(plugins, run, result={"a": 1}) is None
+    assert collector.pairs() == [(
+        logging.ERROR,
+        "Handler 'startup': plugin 'broken-one' failed: RuntimeError: classifier bug; "
+        "Kopf's own decision stands.",
+    )]
+
+
+@pytest.mark.parametrize(
+    ("plugin_hook", "named"),
+    [
+        ("kopf_outcomes_classify_result", "kopf_outcomes_classify_result produced 'oops'"),
+        ("kopf_outcomes_adjust_outcome", "kopf_outcomes_adjust_outcome produced 'oops'"),
+    ],
+)
+def test_a_hook_producing_a_non_outcome_is_a_failure_naming_the_hook(
+    plugin_hook: str, named: str
+) -> None:
+    class ClassifiesBadly:
+        @hookimpl
+        def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> object:
+            return "oops"
+
+    class AdjustsBadly:
+        @hookimpl
+        def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+            decision.outcome = "oops"  # type: ignore[assignment]
+
+    plugin = ClassifiesBadly() if plugin_hook == "kopf_outcomes_classify_result" else AdjustsBadly()
+    plugins = Plugins()
+    plugins.register(plugin, name="bad")
+    outcome = engine.decide(plugins, make_run(), result=None)
+    assert isinstance(outcome, engine.PluginFailure)
+    assert "HookResultError" in outcome.reason
+    assert named in outcome.reason
+    assert "expected an Outcome (Success, Pending, Retry or Fatal)" in outcome.reason
+
+
+def test_a_classify_exception_hook_producing_a_non_outcome() -> None:
+    class Bad:
+        @hookimpl
+        def kopf_outcomes_classify_exception(self, run: HandlerRun, exception: Exception) -> object:
+            return 42
+
+    plugins = Plugins()
+    plugins.register(Bad(), name="bad")
+    outcome = engine.decide(plugins, make_run(), exception=ValueError())
+    assert isinstance(outcome, engine.PluginFailure)
+    assert "kopf_outcomes_classify_exception produced 42" in outcome.reason
+
+
+# --- plugins: observation ----------------------------------------------------------------------
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Outcome]] = []
+
+    @hookimpl
+    def kopf_outcomes_observe_outcome(
+        self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]
+    ) -> None:
+        self.seen.append((run.handler_id, outcome))
+        patch.setdefault("status", {})["lastOutcome"] = type(outcome).__name__
+
+
+def test_observers_get_the_final_outcome_and_may_add_to_the_patch() -> None:
+    observer = Observer()
+    plugins = Plugins()
+    plugins.register(observer, name="observer")
+    run = make_run()
+    outcome = engine.decide(plugins, run, exception=Pending("waiting"))
+    assert outcome == Pending("waiting")
+    patch: dict[str, Any] = {"metadata": {"annotations": {"x": "y"}}}
+    assert engine.observe(plugins, run, outcome, patch) is None
+    assert observer.seen == [("h", Pending("waiting"))]
+    assert patch == {"metadata": {"annotations": {"x": "y"}}, "status": {"lastOutcome": "Pending"}}
+
+
+def test_observers_see_the_adjusted_outcome() -> None:
+    class Escalate:
+        @hookimpl
+        def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+            decision.outcome = Fatal("escalated")
+
+    observer = Observer()
+    plugins = Plugins()
+    plugins.register(observer, name="observer")
+    plugins.register(Escalate(), name="escalate")
+    run = make_run()
+    outcome = engine.decide(plugins, run, exception=kopf.TemporaryError("x"))
+    assert outcome is not None
+    engine.observe(plugins, run, outcome, {})
+    assert observer.seen == [("h", Fatal("escalated"))]
+
+
+def test_a_raising_observer_is_a_plugin_failure() -> None:
+    class BadObserver:
+        @hookimpl
+        def kopf_outcomes_observe_outcome(
+            self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]
+        ) -> None:
+            raise OSError("metrics down")
+
+    plugins = Plugins()
+    plugins.register(BadObserver(), name="metrics")
+    fallback = engine.observe(plugins, make_run(backoff=4), Success(), {})
+    assert isinstance(fallback, engine.PluginFailure)
+    assert fallback.level == logging.ERROR
+    assert fallback.delay == 4
+    assert fallback.reason.startswith("plugin 'metrics' failed: OSError: metrics down")
+
+
+def test_observe_with_only_builtins_does_nothing() -> None:
+    patch: dict[str, Any] = {}
+    assert engine.observe(Plugins(), make_run(), Success(), patch) is None
+    assert patch == {}
+
+
+# --- the plugin manager ------------------------------------------------------------------------
+
+
+class AdjustOnly:
+    @hookimpl
+    def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None: ...
+
+
+class OptionsOnly:
+    @hookimpl
+    def kopf_outcomes_handler_options(
+        self, handler_id: str, resource: ResourceRef | None
+    ) -> HandlerOptions | None:
+        return HandlerOptions(remember=True)
+
+
+def test_only_builtins_tracks_registration() -> None:
+    plugins = Plugins()
+    assert plugins.only_builtins is True
+    plugins.register(AdjustOnly(), name="adjust")
+    assert plugins.only_builtins is False
+    plugins.unregister("adjust")
+    assert plugins.only_builtins is True
+
+
+@pytest.mark.parametrize("hook", ["classify_result", "classify_exception", "observe_outcome"])
+def test_any_decision_hook_leaves_the_hot_path(hook: str) -> None:
+    impls: dict[str, Callable[..., None]] = {
+        "classify_result": lambda self, run, result: None,
+        "classify_exception": lambda self, run, exception: None,
+        "observe_outcome": lambda self, run, outcome, patch: None,
+    }
+    plugin_class = type("P", (), {f"kopf_outcomes_{hook}": hookimpl(impls[hook])})
+    plugins = Plugins()
+    plugins.register(plugin_class(), name="p")
+    assert plugins.only_builtins is False
+
+
+def test_options_and_owned_fields_plugins_keep_the_hot_path() -> None:
+    class Owner:
+        @hookimpl
+        def kopf_outcomes_owned_fields(self) -> Iterable[str]:
+            return ["status.conditions"]
+
+    plugins = Plugins()
+    plugins.register(OptionsOnly(), name="options")
+    plugins.register(Owner(), name="owner")
+    assert plugins.only_builtins is True
+
+
+def test_options_merge_answers_field_by_field_first_wins() -> None:
+    class First:
+        @hookimpl(tryfirst=True)
+        def kopf_outcomes_handler_options(
+            self, handler_id: str, resource: ResourceRef | None
+        ) -> HandlerOptions:
+            return HandlerOptions(remember=False, depends_on=("spec.size",))
+
+    class Second:
+        @hookimpl(trylast=True)
+        def kopf_outcomes_handler_options(
+            self, handler_id: str, resource: ResourceRef | None
+        ) -> HandlerOptions:
+            return HandlerOptions(remember=True, explicit_completion=True)
+
+    class Silent:
+        @hookimpl
+        def kopf_outcomes_handler_options(self, handler_id: str, resource: ResourceRef | None) -> None:
+            return None
+
+    plugins = Plugins()
+    plugins.register(Second(), name="second")
+    plugins.register(Silent(), name="silent")
+    plugins.register(First(), name="first")
+    assert plugins.options("h", KOPFEXAMPLES) == HandlerOptions(
+        explicit_completion=True, depends_on=("spec.size",), remember=False
+    )
+
+
+def test_options_without_plugins_are_all_unset() -> None:
+    assert Plugins().options("h", None) == HandlerOptions()
+
+
+def test_options_are_cached_per_handler_and_resource_until_registration_changes() -> None:
+    calls: list[tuple[str, ResourceRef | None]] = []
+
+    class Counting:
+        @hookimpl
+        def kopf_outcomes_handler_options(
+            self, handler_id: str, resource: ResourceRef | None
+        ) -> HandlerOptions:
+            calls.append((handler_id, resource))
+            return HandlerOptions(explicit_completion=handler_id == "a")
+
+    plugins = Plugins()
+    plugins.register(Counting(), name="counting")
+    for _ in range(3):
+        assert plugins.options("a", KOPFEXAMPLES).explicit_completion is True
+        assert plugins.options("b", KOPFEXAMPLES).explicit_completion is False
+        assert plugins.options("a", None).explicit_completion is True
+    assert calls == [("a", KOPFEXAMPLES), ("b", KOPFEXAMPLES), ("a", None)]
+    plugins.register(AdjustOnly(), name="adjust")  # any registration invalidates the cache
+    plugins.options("a", KOPFEXAMPLES)
+    assert len(calls) == 4
+
+
+def test_owned_fields_are_collected_and_cached() -> None:
+    calls: list[str] = []
+
+    class Conditions:
+        @hookimpl
+        def kopf_outcomes_owned_fields(self) -> Iterable[str]:
+            calls.append("conditions")
+            return ["status.conditions"]
+
+    class Metrics:
+        @hookimpl
+        def kopf_outcomes_owned_fields(self) -> Iterable[str]:
+            calls.append("metrics")
+            return ("status.metrics", "metadata.labels.last-seen")
+
+    plugins = Plugins()
+    assert plugins.owned_fields() == ()
+    plugins.register(Conditions(), name="conditions")
+    plugins.register(Metrics(), name="metrics")
+    owned = plugins.owned_fields()
+    assert sorted(owned) == ["metadata.labels.last-seen", "status.conditions", "status.metrics"]
+    assert plugins.owned_fields() == owned
+    assert sorted(calls) == ["conditions", "metrics"]
+
+
+def test_replace_swaps_the_plugin_under_a_name() -> None:
+    plugins = Plugins()
+    plugins.register(AdjustOnly(), name="slot")
+    replacement = Classifier()
+    plugins.replace(replacement, name="slot")
+    assert plugins.manager.get_plugin("slot") is replacement
+    assert engine.decide(plugins, make_run(), exception=TimeoutError()) == Pending("waiting")
+    plugins.replace(AdjustOnly(), name="new-slot")  # a free name is simply registered
+    assert plugins.manager.has_plugin("new-slot")
+
+
+def test_handler_run_is_read_only() -> None:
+    run = make_run()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.retry = 5  # type: ignore[misc]
