@@ -14,10 +14,9 @@ import click
 
 from kopf_outcomes.cluster import control_plane
 from kopf_outcomes.cluster.errors import ClusterError
+from kopf_outcomes.cluster.kubeconfig import RESTRICTED_KUBECONFIG_ENV
 
 T = TypeVar("T")
-
-RESTRICTED_KUBECONFIG_ENV = "KOPF_OUTCOMES_RESTRICTED_KUBECONFIG"
 
 
 def _progress(message: str) -> None:

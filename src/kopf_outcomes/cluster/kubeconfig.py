@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 CONTEXT = "kopf-outcomes"
+RESTRICTED_KUBECONFIG_ENV = "KOPF_OUTCOMES_RESTRICTED_KUBECONFIG"  # beside KUBECONFIG (admin)
 
 
 def write_kubeconfig(path: Path, *, server: str, ca_pem: bytes, user: str, token: str) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from kopf_outcomes.cluster import ClusterError, ClusterInfo, ensure_running
-from kopf_outcomes.cluster.cli import RESTRICTED_KUBECONFIG_ENV
+from kopf_outcomes.cluster.kubeconfig import RESTRICTED_KUBECONFIG_ENV
 from kopf_outcomes.testing.clients import api_client
 from kopf_outcomes.testing.namespaces import create_namespace, delete_namespace
 
