@@ -1,0 +1,204 @@
+"""Installing the patch: idempotent, exactly undone, refused on an untested Kopf or a bad policy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kopf_outcomes
+from kopf_outcomes import Decision, HandlerRun, _kopf, hookimpl, patch
+from kopf_outcomes.plugins import Plugins
+from kopf_outcomes.policy import PolicyError
+from tests.unit.kopf_objects import application, execution
+
+PATCHED = [
+    (execution, "execute_handler_once"),
+    (execution, "execute_handlers_once"),
+    (execution, "invoke_handler"),
+    (application, "apply"),
+]
+
+
+def kopfs_functions() -> list[Any]:
+    return [getattr(module, name) for module, name in PATCHED]
+
+
+@pytest.fixture(autouse=True)
+def _always_uninstalled(unpatched: None) -> Iterator[None]:
+    yield
+
+
+@pytest.fixture
+def stock() -> list[Any]:
+    """Kopf's own functions, as they are before any patching."""
+    functions = kopfs_functions()
+    assert not any(getattr(f, "__module__", None) == patch.__name__ for f in functions)
+    return functions
+
+
+class Adjuster:
+    @hookimpl
+    def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None: ...
+
+
+def assert_unpatched(stock: list[Any]) -> None:
+    assert all(now is before for now, before in zip(kopfs_functions(), stock, strict=True))
+    with pytest.raises(RuntimeError):
+        kopf_outcomes.installed()
+
+
+def test_install_patches_all_four_functions(stock: list[Any]) -> None:
+    plugins = kopf_outcomes.install(entry_points=False)
+    assert isinstance(plugins, Plugins)
+    assert kopfs_functions() == [
+        patch.execute_handler_once, patch.execute_handlers_once, patch.invoke_handler, patch.apply,
+    ]
+    assert kopf_outcomes.installed() is plugins
+
+
+def test_uninstall_restores_kopfs_functions_exactly(stock: list[Any]) -> None:
+    kopf_outcomes.install(entry_points=False)
+    kopf_outcomes.uninstall()
+    assert_unpatched(stock)
+
+
+def test_uninstall_is_idempotent(stock: list[Any]) -> None:
+    kopf_outcomes.uninstall()
+    kopf_outcomes.install(entry_points=False)
+    kopf_outcomes.uninstall()
+    kopf_outcomes.uninstall()
+    assert_unpatched(stock)
+
+
+def test_install_is_idempotent(stock: list[Any]) -> None:
+    first = kopf_outcomes.install(entry_points=False)
+    second = kopf_outcomes.install(entry_points=False)
+    assert second is first
+    assert kopfs_functions() == [
+        patch.execute_handler_once, patch.execute_handlers_once, patch.invoke_handler, patch.apply,
+    ]
+    kopf_outcomes.uninstall()  # one uninstall undoes both: nothing was wrapped twice
+    assert_unpatched(stock)
+
+
+def test_a_second_install_registers_extra_plugins_only_once() -> None:
+    plugin = Adjuster()
+    plugins = kopf_outcomes.install(entry_points=False, plugins=[plugin])
+    assert kopf_outcomes.install(entry_points=False, plugins=[plugin]) is plugins
+    other = Adjuster()
+    assert kopf_outcomes.install(entry_points=False, plugins=[plugin, other]) is plugins
+    registered = plugins.manager.get_plugins()
+    assert sum(p is plugin for p in registered) == 1
+    assert sum(p is other for p in registered) == 1
+    assert plugins.only_builtins is False
+
+
+def test_reinstall_after_uninstall_starts_afresh() -> None:
+    first = kopf_outcomes.install(entry_points=False, plugins=[Adjuster()])
+    kopf_outcomes.uninstall()
+    second = kopf_outcomes.install(entry_points=False)
+    assert second is not first
+    assert second.only_builtins is True
+
+
+def test_installed_without_install_is_a_clear_error() -> None:
+    with pytest.raises(RuntimeError) as info:
+        kopf_outcomes.installed()
+    assert str(info.value) == (
+        "kopf-outcomes is not installed: call kopf_outcomes.install() first"
+    )
+
+
+def test_install_discovers_entry_points_through_the_plugin_manager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def fake_load(self: Plugins, **kwargs: Any) -> list[str]:
+        seen.append(kwargs)
+        return []
+
+    monkeypatch.setattr(Plugins, "load_entry_points", fake_load)
+    kopf_outcomes.install(allow=["a"], deny=["b"])
+    assert seen == [{"allow": ["a"], "deny": ["b"]}]
+    kopf_outcomes.uninstall()
+    kopf_outcomes.install(entry_points=False)
+    assert len(seen) == 1
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["1.36.0", "1.46.0", "0.99", "2.0.0"])
+def test_unsupported_kopf_version_is_refused(
+    version: str, monkeypatch: pytest.MonkeyPatch, stock: list[Any]
+) -> None:
+    monkeypatch.setattr("kopf_outcomes._kopf.metadata.version", lambda name: version)
+    with pytest.raises(_kopf.UnsupportedKopfError) as info:
+        kopf_outcomes.install(entry_points=False)
+    message = str(info.value)
+    assert f"Kopf {version} is installed" in message
+    assert "supports Kopf 1.37 to 1.45.x" in message
+    assert_unpatched(stock)
+
+
+def test_unreadable_kopf_version_is_refused(
+    monkeypatch: pytest.MonkeyPatch, stock: list[Any]
+) -> None:
+    monkeypatch.setattr("kopf_outcomes._kopf.metadata.version", lambda name: "garbage")
+    with pytest.raises(_kopf.UnsupportedKopfError) as info:
+        kopf_outcomes.install(entry_points=False)
+    assert str(info.value) == "kopf-outcomes cannot read the Kopf version 'garbage'"
+    assert_unpatched(stock)
+
+
+@pytest.mark.parametrize("version", ["1.37.0", "1.45.2", "1.45.99", "1.40.0rc1"])
+def test_supported_kopf_versions_are_accepted(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    def fake_version(name: str) -> str:
+        asked.append(name)
+        return version
+
+    monkeypatch.setattr("kopf_outcomes._kopf.metadata.version", fake_version)
+    kopf_outcomes.install(entry_points=False)
+    assert asked == ["kopf"]
+    assert execution.execute_handler_once is patch.execute_handler_once
+
+
+def test_an_invalid_policy_is_refused_before_patching(tmp_path: Path, stock: list[Any]) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text("delay = -1\n", encoding="utf-8")
+    with pytest.raises(PolicyError) as info:
+        kopf_outcomes.install(entry_points=False, policy=policy)
+    assert str(policy) in str(info.value)
+    assert "delay" in str(info.value)
+    assert_unpatched(stock)
+
+
+def test_an_invalid_policy_from_the_environment_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stock: list[Any]
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text("delay = -1\n", encoding="utf-8")
+    monkeypatch.setenv("KOPF_OUTCOMES_POLICY", str(policy))
+    with pytest.raises(PolicyError):
+        kopf_outcomes.install(entry_points=False)
+    assert_unpatched(stock)
+
+
+def test_an_invalid_policy_leaves_an_existing_installation_as_it_was(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text("delay = 5\n", encoding="utf-8")
+    bad.write_text("delay = -1\n", encoding="utf-8")
+    plugins = kopf_outcomes.install(entry_points=False, policy=good)
+    before = plugins.manager.get_plugin(patch.POLICY_PLUGIN_NAME)
+    assert before is not None
+    with pytest.raises(PolicyError):
+        kopf_outcomes.install(entry_points=False, policy=bad)
+    assert kopf_outcomes.installed() is plugins
+    assert plugins.manager.get_plugin(patch.POLICY_PLUGIN_NAME) is before
+    assert execution.execute_handler_once is patch.execute_handler_once
