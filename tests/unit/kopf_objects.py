@@ -39,7 +39,7 @@ def changing_cause(
     body: Mapping[str, Any],
     logger: logging.Logger,
     *,
-    reason: causes.Reason = causes.Reason.DELETE,  # type: ignore[assignment]
+    reason: Any = causes.Reason.DELETE,
 ) -> causes.ChangingCause:
     return causes.ChangingCause(
         logger=logger,
@@ -58,6 +58,7 @@ def handler(
     *,
     id: str = "h",
     retries: int | None = None,
+    timeout: float | None = None,
     errors: str | None = None,
     backoff: float | None = None,
 ) -> execution.Handler:
@@ -66,7 +67,7 @@ def handler(
         fn=fn,
         param=None,
         errors=execution.ErrorsMode[errors] if errors is not None else None,
-        timeout=None,
+        timeout=timeout,
         retries=retries,
         backoff=backoff,
     )
@@ -79,7 +80,7 @@ def state_for(handlers: Collection[execution.Handler]) -> progression.State:
 
 def parked_state(
     handlers: Collection[execution.Handler], outcomes: Mapping[str, execution.Outcome]
-) -> progression.State:
+) -> Any:  # a progression.State, indexed by plain str ids in the tests
     """The state Kopf stores after the given outcomes: e.g. ``delayed`` ten years ahead."""
     return state_for(handlers).with_outcomes(dict(outcomes))  # type: ignore[arg-type]
 
@@ -87,8 +88,8 @@ def parked_state(
 async def run_handlers(
     handlers: Collection[execution.Handler],
     cause: causes.ChangingCause,
-    state: progression.State | None = None,
-) -> dict[str, execution.Outcome]:
+    state: Any = None,
+) -> dict[str, Any]:  # Kopf's Outcome objects, by handler id
     """Kopf's ``execute_handlers_once``, looked up now: patched or not, whatever is in place."""
     outcomes = await execution.execute_handlers_once(
         lifecycle=lifecycles.all_at_once,
