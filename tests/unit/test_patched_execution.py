@@ -330,6 +330,24 @@ async def test_success_returned_is_final_with_its_result(
     assert above_debug(collector) == [(logging.INFO, "Handler 'h' succeeded.")]
 
 
+async def test_an_outcome_of_a_users_own_making_is_retried_at_error(
+    installed: Any, logger: logging.Logger, collector: Collector
+) -> None:
+    class Maybe(Outcome):
+        def _fields(self) -> tuple[Any, ...]:
+            return ()
+
+    cause = changing_cause(BODY, logger)
+    outcomes = await run_handlers([handler(returning(Maybe()).fn, backoff=4.0)], cause)
+    assert outcomes["h"].final is False
+    assert outcomes["h"].delay == 4.0
+    assert above_debug(collector) == [(
+        logging.ERROR,
+        "Handler 'h' failed temporarily: unknown outcome type Maybe; "
+        "expected Success, Pending, Retry or Fatal",
+    )]
+
+
 # --- waking parked handlers ------------------------------------------------------------------------
 
 
