@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
+from pathlib import Path
 
 from kubernetes_asyncio import client, config, watch
 
 from examples.multistep_deletion.external_system import ExternalSystem
 from kopf_outcomes.cluster import ClusterInfo, ensure_running
 from kopf_outcomes.cluster.audit import AuditLog
-from tests.support.operator_process import OperatorProcess
+from kopf_outcomes.testing.namespaces import create_namespace, delete_namespace
+from kopf_outcomes.testing.process import OperatorProcess
 
+ROOT = Path(__file__).resolve().parents[2]
 CALLBACK_AFTER = 6.0  # seconds the external system works before calling back
 STOCK_POLL_DELAY = "5"
 NAME = "seed"
@@ -35,14 +37,13 @@ class Story:
 
 
 async def tell(info: ClusterInfo, api: client.ApiClient, title: str, operator: str) -> Story:
-    namespace = f"demo-{uuid.uuid4().hex[:6]}"
-    core, objects = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    namespace = create_namespace(info.admin_client(), prefix="demo-")
+    objects = client.CustomObjectsApi(api)
     system = ExternalSystem(kubeconfig=str(info.admin_kubeconfig), delay=CALLBACK_AFTER, via="status")
     runner, url = await system.serve()
     audit = AuditLog(info.audit_log)
     try:
-        op = OperatorProcess(operator, namespace, kubeconfig=str(info.admin_kubeconfig),
+        op = OperatorProcess(operator, namespace, kubeconfig=str(info.admin_kubeconfig), cwd=ROOT,
                              env={"EXTERNAL_SYSTEM_URL": url, "STOCK_POLL_DELAY": STOCK_POLL_DELAY,
                                   # the story without plugins, whatever is installed here
                                   "KOPF_OUTCOMES_PLUGINS": ""})
@@ -68,7 +69,7 @@ async def tell(info: ClusterInfo, api: client.ApiClient, title: str, operator: s
                      runs=sum(1 for r in shown if "is invoked" in r.message))
     finally:
         await runner.cleanup()
-        await core.delete_namespace(namespace)
+        delete_namespace(info.admin_client(), namespace)
 
 
 async def _until_gone(objects: client.CustomObjectsApi, namespace: str) -> None:

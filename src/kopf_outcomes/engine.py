@@ -34,13 +34,13 @@ def decide(plugins: Plugins, run: HandlerRun, *, result: object = None,
     try:
         if exception is None:
             outcome = hook.kopf_outcomes_classify_result(run=run, result=result)
-            _check(outcome, "kopf_outcomes_classify_result")
+            _check(plugins, outcome, "kopf_outcomes_classify_result")
         else:
             outcome = hook.kopf_outcomes_classify_exception(run=run, exception=exception)
-            _check(outcome, "kopf_outcomes_classify_exception")
+            _check(plugins, outcome, "kopf_outcomes_classify_exception")
         decision = Decision(outcome=outcome, origin=exception if exception is not None else result)
         hook.kopf_outcomes_adjust_outcome(run=run, decision=decision)
-        _check(decision.outcome, "kopf_outcomes_adjust_outcome")
+        _check(plugins, decision.outcome, "kopf_outcomes_adjust_outcome")
     except Exception as e:
         return contained(plugins, run, e)
     if decision.outcome is outcome and builtin.is_stock(outcome):
@@ -66,7 +66,7 @@ def contained(plugins: Plugins, run: HandlerRun, error: Exception) -> PluginFail
     (its finalizer is kept); without one (activities), the stock decision (None) is safe,
     and the failure is logged here, as nothing else will mention it.
     """
-    culprit = plugins.culprit(error)
+    culprit = error.culprit if isinstance(error, HookResultError) else plugins.culprit(error)
     failure = f"plugin {culprit!r} failed: {type(error).__name__}: {error}"
     if run.body is None:
         run.logger.error(f"Handler {run.handler_id!r}: {failure}; Kopf's own decision stands.")
@@ -82,8 +82,17 @@ class PluginFailure(Retry):
 class HookResultError(TypeError):
     """A hook returned something that is not an outcome."""
 
+    def __init__(self, culprit: str, message: str) -> None:
+        super().__init__(message)
+        self.culprit = culprit
 
-def _check(outcome: object, hook_name: str) -> None:
+
+def _check(plugins: Plugins, outcome: object, hook_name: str) -> None:
+    """A wrong value comes from no frame of the plugin: name the plugins implementing the hook."""
     if not isinstance(outcome, Outcome):
-        raise HookResultError(f"{hook_name} produced {outcome!r}, expected an Outcome "
+        caller = getattr(plugins.manager.hook, hook_name)
+        names = [plugins.manager.get_name(impl.plugin) or "?" for impl in caller.get_hookimpls()
+                 if impl.plugin is not builtin]
+        raise HookResultError(" or ".join(names) or "a plugin",
+                              f"{hook_name} produced {outcome!r}, expected an Outcome "
                               f"(Success, Pending, Retry or Fatal)")

@@ -46,9 +46,9 @@ def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter
     try:
         records = _parse(raw)
     except ValueError as e:
-        uid = str(body.get("metadata", {}).get("uid"))
-        if (uid, raw) not in _reported_garbage:
-            _reported_garbage.add((uid, raw))
+        uid, seen = str(body.get("metadata", {}).get("uid")), repr(raw)
+        if (uid, seen) not in _reported_garbage:
+            _reported_garbage.add((uid, seen))
             logger.warning(f"Ignoring the unreadable handler memory in {MEMORY_ANNOTATION!r}: {e}. "
                            f"Handlers of this object start with no memory.")
         return {}

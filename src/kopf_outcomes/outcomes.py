@@ -25,6 +25,11 @@ def _level(value: int | str, *, what: str) -> int:
     return value
 
 
+# Kopf stores "run again at" as a timestamp: a delay must fit in one. Waiting "until something
+# changes" is Pending without recheck, not an endless delay.
+MAX_DELAY = 366 * 24 * 3600
+
+
 def _seconds(value: float | None, *, what: str, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
@@ -32,6 +37,9 @@ def _seconds(value: float | None, *, what: str, optional: bool = False) -> float
         raise TypeError(f"{what} must be a number of seconds, got {value!r}")
     if value < 0 or math.isnan(value):
         raise ValueError(f"{what} must be zero or positive, got {value!r}")
+    if value > MAX_DELAY:
+        raise ValueError(f"{what} must be at most {MAX_DELAY} seconds (a year), got {value!r}; "
+                         f"to wait until something changes, use Pending() without recheck")
     return float(value)
 
 

@@ -148,7 +148,7 @@ async def invoke_handler(**kwargs: Any) -> Any:
     except ex.HandlerChildrenRetry:
         raise  # Kopf's own sub-handler bookkeeping, not the handler's verdict
     except Exception as e:
-        if plugins.only_builtins and not isinstance(e, Outcome):
+        if plugins.only_builtins and not isinstance(e, Outcome) and not _retains_permanent(plugins, handler, cause, e):
             raise
         run = _run(plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"])
         outcome = engine.decide(plugins, run, exception=e)
@@ -253,6 +253,11 @@ async def apply(**kwargs: Any) -> Any:
     if delays:
         kwargs["delays"] = [delay for delay in delays if delay < _PARKED_THRESHOLD]
     return await _original(_kopf.application, "apply")(**kwargs)
+
+
+def _retains_permanent(plugins: Plugins, handler: Any, cause: Any, error: Exception) -> bool:
+    """Kopf's PermanentError on deletion with fatal_on_delete="retain" is ours to realize."""
+    return isinstance(error, kopf.PermanentError) and _options(plugins, handler, cause).fatal_on_delete == "retain"
 
 
 def _recall_for(plugins: Plugins, handler: Any, cause: Any) -> contextvars.Token[Any] | None:

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,8 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from kopf_outcomes.cluster import ClusterInfo, ensure_running
-from tests.support.operator_process import OperatorProcess
+from kopf_outcomes.testing.namespaces import create_namespace, delete_namespace
+from kopf_outcomes.testing.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,19 +32,11 @@ async def api(cluster: ClusterInfo) -> AsyncIterator[client.ApiClient]:
 
 
 @pytest.fixture()
-async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(api)
-    await core.create_namespace({"metadata": {"name": name}})
+def namespace(cluster: ClusterInfo) -> Iterator[str]:
+    """A fresh namespace, emptied (finalizers dropped) and finalized afterwards."""
+    name = create_namespace(cluster.admin_client(), prefix="e2e-")
     yield name
-    # Leave no object stuck: drop our finalizers, then the namespace.
-    objects = client.CustomObjectsApi(api)
-    listing = await objects.list_namespaced_custom_object("kopf.dev", "v1", name, "kopfexamples")
-    for item in listing["items"]:
-        await objects.patch_namespaced_custom_object(
-            "kopf.dev", "v1", name, "kopfexamples", item["metadata"]["name"],
-            {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json")
-    await core.delete_namespace(name)
+    delete_namespace(cluster.admin_client(), name)
 
 
 @pytest.fixture()
@@ -56,7 +48,8 @@ def objects(api: client.ApiClient) -> client.CustomObjectsApi:
 def operator(cluster: ClusterInfo, namespace: str) -> Callable[..., OperatorProcess]:
     """Make an operator process for a file (relative to the repository; ``async with`` starts it)."""
     def make(path: str, **env: str) -> OperatorProcess:
-        return OperatorProcess(ROOT / path, namespace, kubeconfig=str(cluster.admin_kubeconfig), env=env)
+        return OperatorProcess(ROOT / path, namespace, kubeconfig=str(cluster.admin_kubeconfig), env=env,
+                               cwd=ROOT)
     return make
 
 

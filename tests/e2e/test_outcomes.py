@@ -7,8 +7,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from kopf_outcomes.memory import RELEASE_ANNOTATION
+from kopf_outcomes.testing.process import OperatorProcess, summary
 from tests.e2e.conftest import create_example, eventually, get_example
-from tests.support.operator_process import OperatorProcess, summary
 
 OPERATOR = "tests/e2e/operators/outcomes_operator.py"
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"

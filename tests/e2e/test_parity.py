@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
+from kopf_outcomes.testing.process import OperatorProcess, Record
 from tests.e2e.conftest import create_example, eventually, get_example
-from tests.support.operator_process import OperatorProcess, Record
 
 OPERATOR = "tests/e2e/operators/parity_operator.py"
 

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from examples.multistep_deletion.external_system import ExternalSystem
+from kopf_outcomes.testing.process import summary
 from tests.e2e.conftest import create_example, eventually, get_example
-from tests.support.operator_process import summary
 
 OPERATOR = "examples/multistep_deletion/operator.py"
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"

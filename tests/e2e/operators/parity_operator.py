@@ -23,8 +23,6 @@ def create_fn(spec: kopf.Spec, retry: int, **_: Any) -> object:
         raise kopf.PermanentError("cannot ever")
     if mode == "arbitrary" and retry < 1:
         raise ValueError("something broke")
-    if mode == "retries":
-        raise kopf.TemporaryError("again", delay=0.5)
     return {"mode": mode, "retry": retry}
 
 

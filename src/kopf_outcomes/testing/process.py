@@ -3,6 +3,10 @@ A Kopf operator as a real process (``kopf run``), with its JSON log read back as
 
 Tests that claim behaviour (log levels, finalizers, restarts) run the operator the way users
 do; a real process can also be killed with SIGKILL in the middle of its work.
+
+    async with OperatorProcess("operator.py", namespace, kubeconfig=path) as op:
+        ...
+        record = await op.wait_for(lambda r: "is pending" in r.message)
 """
 from __future__ import annotations
 
@@ -18,10 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
-
-ROOT = Path(__file__).resolve().parents[2]
-
+from typing import IO
 
 # Kopf's JSON log says "warn"; the tests speak the logging module's names.
 _LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO", "WARN": "WARNING", "WARNING": "WARNING", "ERROR": "ERROR",
@@ -56,21 +57,24 @@ class OperatorProcess:
     """``kopf run --standalone --namespace NS`` on a file, logging JSON to a temp file."""
 
     def __init__(self, path: str | Path, namespace: str, *, kubeconfig: str,
-                 env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ()) -> None:
+                 env: Mapping[str, str] | None = None, extra_args: Sequence[str] = (),
+                 cwd: str | Path | None = None) -> None:
         self.path = Path(path)
         self.namespace = namespace
         self.kubeconfig = kubeconfig
         self.env = dict(env or {})
         self.extra_args = list(extra_args)
+        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         self._log: IO[str] = tempfile.NamedTemporaryFile("w+", prefix="operator-", suffix=".log")
         self._process: subprocess.Popen[str] | None = None
 
     async def start(self) -> OperatorProcess:
-        env = dict(os.environ, KUBECONFIG=self.kubeconfig, PYTHONPATH=str(ROOT), **self.env)
+        pythonpath = os.pathsep.join(filter(None, [str(self.cwd), os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, KUBECONFIG=self.kubeconfig, PYTHONPATH=pythonpath, **self.env)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
              "--verbose", "--log-format=json", "--log-refkey=object", *self.extra_args, str(self.path)],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, text=True,
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd, text=True,
         )
         await self.wait_for(lambda r: r.message.startswith("Starting the watch-stream for kopfexamples"),
                             timeout=30, what="the operator to start")
@@ -121,6 +125,3 @@ def summary(records: Sequence[Record]) -> list[tuple[str, str]]:
     """(level, message) pairs, for readable assertion failures."""
     return [(r.level, r.message) for r in records]
 
-
-def as_dict(record: Record) -> dict[str, Any]:
-    return dataclasses.asdict(record)
