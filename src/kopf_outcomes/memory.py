@@ -40,9 +40,10 @@ _reported_garbage: set[tuple[str, str]] = set()
 
 def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> dict[str, Record]:
     """All handlers' records of this object; garbage is reported once and read as no memory."""
-    raw = body.get("metadata", {}).get("annotations", {}).get(MEMORY_ANNOTATION)
-    if raw is None:
+    annotations = (body.get("metadata") or {}).get("annotations")  # runs for every handler run
+    if not annotations or MEMORY_ANNOTATION not in annotations:
         return {}
+    raw = annotations[MEMORY_ANNOTATION]
     try:
         records = _parse(raw)
     except ValueError as e:

@@ -44,6 +44,11 @@ class _Installation:
     plugins: Plugins
     originals: dict[tuple[Any, str], Any]
 
+    def __post_init__(self) -> None:  # direct references: every handler run goes through them
+        self.invoke_handler = self.originals[(ex, "invoke_handler")]
+        self.execute_handler_once = self.originals[(ex, "execute_handler_once")]
+        self.apply = self.originals[(_kopf.application, "apply")]
+
 
 _installed: _Installation | None = None
 
@@ -53,6 +58,8 @@ POLICY_PLUGIN_NAME = "kopf_outcomes.policy"
 _default_errors: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_errors")
 _excluded: contextvars.ContextVar[tuple[tuple[str, ...], ...]] = contextvars.ContextVar(
     "kopf_outcomes_excluded", default=())
+_records: contextvars.ContextVar[Mapping[str, memory.Record] | None] = contextvars.ContextVar(
+    "kopf_outcomes_records", default=None)
 
 
 class _Decided(BaseException):
@@ -127,24 +134,23 @@ def uninstall() -> None:
 
 def installed() -> Plugins:
     """The plugins of the current installation; a clear error if there is none."""
-    if _installed is None:
+    return _current().plugins
+
+
+def _current() -> _Installation:
+    if _installed is None:  # a wrapper kept by someone across uninstall()
         raise RuntimeError("kopf-outcomes is not installed: call kopf_outcomes.install() first")
-    return _installed.plugins
-
-
-def _original(module: object, name: str) -> Any:
-    assert _installed is not None
-    return _installed.originals[(module, name)]
+    return _installed
 
 
 # --- the wrapped functions --------------------------------------------------------------------
 
 async def invoke_handler(**kwargs: Any) -> Any:
-    plugins = installed()
+    installation = _current()
+    plugins = installation.plugins
     handler, cause = kwargs["handler"], kwargs["cause"]
-    token = _recall_for(plugins, handler, cause)
     try:
-        result = await _original(ex, "invoke_handler")(**kwargs)
+        result = await installation.invoke_handler(**kwargs)
     except ex.HandlerChildrenRetry:
         raise  # Kopf's own sub-handler bookkeeping, not the handler's verdict
     except Exception as e:
@@ -155,9 +161,6 @@ async def invoke_handler(**kwargs: Any) -> Any:
         if outcome is None:
             raise
         raise _Decided(outcome, run, kwargs["subrefs"]) from e
-    finally:
-        if token is not None:
-            recollection._current.reset(token)
     if plugins.only_builtins and not isinstance(result, Outcome):
         if not _options(plugins, handler, cause).explicit_completion:
             return result
@@ -177,9 +180,10 @@ async def execute_handler_once(
     extra_context: Any = ex.no_extra_context,
     default_errors: Any = ex.ErrorsMode.TEMPORARY,
 ) -> Any:
-    plugins = installed()
+    installation = _current()
+    plugins = installation.plugins
     body = getattr(cause, "body", None)
-    record = memory.read(body, cause.logger).get(handler.id) if body is not None else None
+    record = _records_of(cause).get(handler.id) if body is not None else None
     if record is not None and record["outcome"] == "retained" and memory.release_requested(body, handler.id):  # type: ignore[arg-type]
         cause.logger.warning(f"{handler} is released by the annotation {memory.RELEASE_ANNOTATION!r}; "
                              f"the finalizer is no longer retained.")
@@ -187,16 +191,18 @@ async def execute_handler_once(
         return _conclude(plugins, run, handler, cause, Fatal(record["reason"], on_delete="release"),
                          ex.Outcome(final=True, exception=kopf.PermanentError(record["reason"])))
 
-    token = _default_errors.set(default_errors)
+    # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
+    token = None if plugins.only_builtins else _default_errors.set(default_errors)
     try:
-        outcome = await _original(ex, "execute_handler_once")(
+        outcome = await installation.execute_handler_once(
             settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
             extra_context=extra_context, default_errors=default_errors,
         )
     except _Decided as decided:
         return _realize(plugins, decided.run, decided.outcome, handler, cause, state, decided.subrefs)
     finally:
-        _default_errors.reset(token)
+        if token is not None:
+            _default_errors.reset(token)
 
     # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
     if record is None and plugins.only_builtins and not _options(plugins, handler, cause).remember:
@@ -219,6 +225,7 @@ async def execute_handlers_once(
     records = memory.read(body, cause.logger) if body is not None else {}
     token = _excluded.set(tuple(("status", str(handler_id)) for handler_id in
                                 {h.id for h in handlers} | set(state)))
+    records_token = _records.set(records)
     try:
         plugins = installed()
         woken = [h for h in handlers if not state[h.id].awakened and (
@@ -244,6 +251,7 @@ async def execute_handlers_once(
                 outcomes[handler.id] = ex.Outcome(final=False, delay=0)
         return outcomes
     finally:
+        _records.reset(records_token)
         _excluded.reset(token)
 
 
@@ -252,7 +260,7 @@ async def apply(**kwargs: Any) -> Any:
     delays = kwargs.get("delays")
     if delays:
         kwargs["delays"] = [delay for delay in delays if delay < _PARKED_THRESHOLD]
-    return await _original(_kopf.application, "apply")(**kwargs)
+    return await _current().apply(**kwargs)
 
 
 def _retains_permanent(plugins: Plugins, handler: Any, cause: Any, error: Exception) -> bool:
@@ -260,17 +268,18 @@ def _retains_permanent(plugins: Plugins, handler: Any, cause: Any, error: Except
     return isinstance(error, kopf.PermanentError) and _options(plugins, handler, cause).fatal_on_delete == "retain"
 
 
-def _recall_for(plugins: Plugins, handler: Any, cause: Any) -> contextvars.Token[Any] | None:
-    """Let the handler ask :func:`kopf_outcomes.recall`; computed only if it asks."""
+def current_recall() -> recollection.Recall:
+    """For :func:`kopf_outcomes.recall`: the running handler and its cause, as Kopf set them."""
+    try:
+        handler, cause = ex.handler_var.get(), ex.cause_var.get()
+    except LookupError:
+        raise RuntimeError("kopf_outcomes.recall() works only inside a handler") from None
     body = getattr(cause, "body", None)
-    if body is None:
-        return None
-
-    def make() -> recollection.Recall:
-        previous = memory.read(body, cause.logger).get(str(handler.id))
-        return recollection.Recall(previous=previous, digest=_digest(plugins, handler, cause))
-
-    return recollection._current.set(make)
+    if body is None or _installed is None:
+        raise RuntimeError("kopf_outcomes.recall() works only inside a handler of an object, "
+                           "with kopf_outcomes.install() done")
+    previous = _records_of(cause).get(str(handler.id))
+    return recollection.Recall(previous=previous, digest=_digest(_installed.plugins, handler, cause))
 
 
 # --- deciding and realizing --------------------------------------------------------------------
@@ -282,6 +291,12 @@ def _wakes(plugins: Plugins, handler: Any, cause: Any, state: Any, record: memor
     if state.finished and not (record["outcome"] == "success" and _options(plugins, handler, cause).remember):
         return False
     return record["digest"] != _digest(plugins, handler, cause)
+
+
+def _records_of(cause: Any) -> Mapping[str, memory.Record]:
+    """The memory as read once per cycle by execute_handlers_once; read now if called directly."""
+    records = _records.get()
+    return records if records is not None else memory.read(cause.body, cause.logger)
 
 
 def _parked(state: Any) -> bool:
@@ -396,8 +411,13 @@ def _from_kopf(outcome: Any) -> Outcome:
 
 # --- the run as plugins see it -------------------------------------------------------------------
 
+_NO_OPTIONS = HandlerOptions()
+
+
 def _options(plugins: Plugins, handler: Any, cause: Any) -> HandlerOptions:
     own = options_of(handler.fn)
+    if not plugins.provides_options:  # the hot path: no policy, no options plugin
+        return own if own is not None else _NO_OPTIONS
     from_plugins = plugins.options(str(handler.id), _resource(cause))
     return own.merged(from_plugins) if own is not None else from_plugins
 
@@ -425,7 +445,7 @@ def _run(plugins: Plugins, handler: Any, cause: Any, retry: int, runtime: dateti
         deleting=bool(body is not None and body.get("metadata", {}).get("deletionTimestamp")),
         options=_options(plugins, handler, cause),
         logger=cause.logger,
-        previous=memory.read(body, cause.logger).get(str(handler.id)) if body is not None else None,
+        previous=_records_of(cause).get(str(handler.id)) if body is not None else None,
         errors_mode=errors.name if isinstance(errors, enum.Enum) else str(errors),
         backoff=float(backoff),
     )

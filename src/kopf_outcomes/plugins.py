@@ -89,6 +89,7 @@ class Plugins:
         hook = self.manager.hook
         self._options.clear()
         self._owned_fields = None
+        self._provides_options = bool(hook.kopf_outcomes_handler_options.get_hookimpls())
         # With only the built-ins present, the engine skips pluggy and calls them directly.
         self.only_builtins = all(
             impl.plugin is builtin
@@ -100,6 +101,11 @@ class Plugins:
             )
             for impl in caller.get_hookimpls()
         )
+
+    @property
+    def provides_options(self) -> bool:
+        """Whether any plugin (e.g. a policy) answers ``kopf_outcomes_handler_options``."""
+        return self._provides_options
 
     def options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:
         key = (handler_id, resource)

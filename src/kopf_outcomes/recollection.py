@@ -10,9 +10,7 @@ such as "start the external process" must happen once per state, not once per ru
 """
 from __future__ import annotations
 
-import contextvars
 import dataclasses
-from collections.abc import Callable
 
 from kopf_outcomes.memory import Record
 
@@ -29,14 +27,8 @@ class Recall:
         return self.previous is not None and self.previous["digest"] == self.digest
 
 
-_current: contextvars.ContextVar[Callable[[], Recall]] = contextvars.ContextVar("kopf_outcomes_recall")
-
-
 def recall() -> Recall:
     """Ask from inside a handler; outside of one (or without ``install()``) it is an error."""
-    try:
-        make = _current.get()
-    except LookupError:
-        raise RuntimeError("kopf_outcomes.recall() works only inside a handler of an object, "
-                           "with kopf_outcomes.install() done") from None
-    return make()
+    from kopf_outcomes.patch import current_recall
+
+    return current_recall()

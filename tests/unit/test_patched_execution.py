@@ -556,7 +556,7 @@ def fake_apply(installed: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str
         return "applied"
 
     assert patch._installed is not None
-    monkeypatch.setitem(patch._installed.originals, (application, "apply"), original)
+    monkeypatch.setattr(patch._installed, "apply", original)
     return calls
 
 
