@@ -23,7 +23,7 @@ def decide(plugins: Plugins, run: HandlerRun, *, result: object = None,
 
     A plugin that fails is contained: the run becomes a Retry at ERROR (finalizer kept).
     """
-    if plugins.only_builtins:  # the hot path: no pluggy round-trips for nothing
+    if plugins.decides_builtin:  # the hot path: no pluggy round-trips for nothing
         if exception is None:
             outcome = builtin.kopf_outcomes_classify_result(run=run, result=result)
         else:
@@ -51,7 +51,7 @@ def decide(plugins: Plugins, run: HandlerRun, *, result: object = None,
 def observe(plugins: Plugins, run: HandlerRun, outcome: Outcome,
             patch: MutableMapping[str, Any]) -> PluginFailure | None:
     """Tell the observers; return the fallback outcome if one of them failed, else None."""
-    if plugins.only_builtins:
+    if not plugins.observed:
         return None
     try:
         plugins.manager.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)

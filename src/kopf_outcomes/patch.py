@@ -154,14 +154,14 @@ async def invoke_handler(**kwargs: Any) -> Any:
     except ex.HandlerChildrenRetry:
         raise  # Kopf's own sub-handler bookkeeping, not the handler's verdict
     except Exception as e:
-        if plugins.only_builtins and not isinstance(e, Outcome) and not _retains_permanent(plugins, handler, cause, e):
+        if plugins.decides_builtin and not isinstance(e, Outcome) and not _retains_permanent(plugins, handler, cause, e):
             raise
         run = _run(plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"])
         outcome = engine.decide(plugins, run, exception=e)
         if outcome is None:
             raise
         raise _Decided(outcome, run, kwargs["subrefs"]) from e
-    if plugins.only_builtins and not isinstance(result, Outcome):
+    if plugins.decides_builtin and not isinstance(result, Outcome):
         if not _options(plugins, handler, cause).explicit_completion:
             return result
     run = _run(plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"])
@@ -187,12 +187,12 @@ async def execute_handler_once(
     if record is not None and record["outcome"] == "retained" and memory.release_requested(body, handler.id):  # type: ignore[arg-type]
         cause.logger.warning(f"{handler} is released by the annotation {memory.RELEASE_ANNOTATION!r}; "
                              f"the finalizer is no longer retained.")
-        run = _run(plugins, handler, cause, state.retries, state.runtime, settings)
+        run = _run(plugins, handler, cause, state.retries, state.runtime, settings, record)
         return _conclude(plugins, run, handler, cause, Fatal(record["reason"], on_delete="release"),
                          ex.Outcome(final=True, exception=kopf.PermanentError(record["reason"])))
 
     # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
-    token = None if plugins.only_builtins else _default_errors.set(default_errors)
+    token = None if plugins.decides_builtin else _default_errors.set(default_errors)
     try:
         outcome = await installation.execute_handler_once(
             settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
@@ -205,9 +205,9 @@ async def execute_handler_once(
             _default_errors.reset(token)
 
     # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
-    if record is None and plugins.only_builtins and not _options(plugins, handler, cause).remember:
+    if record is None and not plugins.observed and not _options(plugins, handler, cause).remember:
         return outcome
-    run = _run(plugins, handler, cause, state.retries, state.runtime, settings)
+    run = _run(plugins, handler, cause, state.retries, state.runtime, settings, record)
     return _conclude(plugins, run, handler, cause, _from_kopf(outcome), outcome)
 
 
@@ -422,15 +422,29 @@ def _options(plugins: Plugins, handler: Any, cause: Any) -> HandlerOptions:
     return own.merged(from_plugins) if own is not None else from_plugins
 
 
+_resource_refs: dict[int, tuple[Any, ResourceRef]] = {}  # Kopf's resource objects live long
+
+
 def _resource(cause: Any) -> ResourceRef | None:
     resource = getattr(cause, "resource", None)
     if resource is None:
         return None
-    return ResourceRef(resource.group, resource.version, resource.plural, resource.kind)
+    try:
+        known, ref = _resource_refs[id(resource)]
+        if known is resource:
+            return ref
+    except KeyError:
+        pass
+    ref = ResourceRef(resource.group, resource.version, resource.plural, resource.kind)
+    _resource_refs[id(resource)] = (resource, ref)  # the object is kept, so its id is not reused
+    return ref
+
+
+_UNREAD: Any = object()
 
 
 def _run(plugins: Plugins, handler: Any, cause: Any, retry: int, runtime: datetime.timedelta,
-         settings: Any) -> HandlerRun:
+         settings: Any, previous: memory.Record | None = _UNREAD) -> HandlerRun:
     body = getattr(cause, "body", None)
     reason = getattr(cause, "reason", None)
     errors = handler.errors if handler.errors is not None else _default_errors.get(ex.ErrorsMode.TEMPORARY)
@@ -442,10 +456,11 @@ def _run(plugins: Plugins, handler: Any, cause: Any, retry: int, runtime: dateti
         body=body,
         retry=retry,
         runtime=runtime.total_seconds(),
-        deleting=bool(body is not None and body.get("metadata", {}).get("deletionTimestamp")),
+        deleting=bool(body is not None and (body.get("metadata") or {}).get("deletionTimestamp")),
         options=_options(plugins, handler, cause),
         logger=cause.logger,
-        previous=_records_of(cause).get(str(handler.id)) if body is not None else None,
+        previous=(previous if previous is not _UNREAD else
+                  _records_of(cause).get(str(handler.id)) if body is not None else None),
         errors_mode=errors.name if isinstance(errors, enum.Enum) else str(errors),
         backoff=float(backoff),
     )

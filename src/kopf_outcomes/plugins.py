@@ -90,17 +90,19 @@ class Plugins:
         self._options.clear()
         self._owned_fields = None
         self._provides_options = bool(hook.kopf_outcomes_handler_options.get_hookimpls())
-        # With only the built-ins present, the engine skips pluggy and calls them directly.
-        self.only_builtins = all(
+        # Where only the built-ins decide, the engine skips pluggy and calls them directly;
+        # observers alone do not change how a run is decided, only who is told about it.
+        self.decides_builtin = all(
             impl.plugin is builtin
             for caller in (
                 hook.kopf_outcomes_classify_result,
                 hook.kopf_outcomes_classify_exception,
                 hook.kopf_outcomes_adjust_outcome,
-                hook.kopf_outcomes_observe_outcome,
             )
             for impl in caller.get_hookimpls()
         )
+        self.observed = bool(hook.kopf_outcomes_observe_outcome.get_hookimpls())
+        self.only_builtins = self.decides_builtin and not self.observed
 
     @property
     def provides_options(self) -> bool:
