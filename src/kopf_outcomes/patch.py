@@ -154,7 +154,8 @@ async def invoke_handler(**kwargs: Any) -> Any:
     except ex.HandlerChildrenRetry:
         raise  # Kopf's own sub-handler bookkeeping, not the handler's verdict
     except Exception as e:
-        if plugins.decides_builtin and not isinstance(e, Outcome) and not _retains_permanent(plugins, handler, cause, e):
+        ours = isinstance(e, Outcome) or _retains_permanent(plugins, handler, cause, e)
+        if plugins.decides_builtin and not ours:
             raise
         run = _run(plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"])
         outcome = engine.decide(plugins, run, exception=e)
