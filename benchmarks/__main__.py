@@ -1,0 +1,133 @@
+"""
+The benchmarks' one command.
+
+    .venv/bin/python -m benchmarks run [--quick] [--out benchmarks/results/report.json] [--only ...]
+    .venv/bin/python -m benchmarks render benchmarks/results/report.json
+    .venv/bin/python -m benchmarks profile [--kind async|sync] [--plugins builtins_only|five_observers]
+
+``run`` exits 0 when every scenario ran (whether or not the targets were met), 1 when one
+failed (its error is in the report), 2 on bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report as reporting
+from benchmarks.common import ROOT, api_client, machine_info, now_iso, say
+
+SCENARIOS = ("overhead", "latency", "writes", "scale")
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _save(report: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+
+
+def render(report: dict[str, Any], out: Path) -> str:
+    """Write the JSON, the Markdown table and the plot next to each other; return the table."""
+    report["targets"] = reporting.evaluate(report)
+    _save(report, out)
+    table = reporting.markdown(report)
+    out.with_suffix(".md").write_text(table)
+    png = reporting.plot(report, out.with_name(out.stem + "-latency.png"))
+    report["meta"]["plot"] = png.name if png is not None else None
+    _save(report, out)
+    return table
+
+
+async def _run(quick: bool, only: list[str], out: Path) -> int:
+    from kopf_outcomes.cluster import ensure_running
+
+    began = time.monotonic()
+    report: dict[str, Any] = {"meta": {
+        "date": now_iso(), "mode": "quick" if quick else "full", "scenarios": only,
+        "machine": machine_info(), "durations_s": {},
+        "command": "python -m benchmarks run" + (" --quick" if quick else ""),
+    }}
+    failed = False
+    cluster = None
+    if any(s != "overhead" for s in only):
+        cluster = await asyncio.to_thread(ensure_running, progress=say)
+        report["meta"]["cluster"] = {"server": cluster.server}
+    api = await api_client(cluster.admin_kubeconfig) if cluster is not None else None
+    try:
+        for name in only:
+            say(f"=== {name} ===")
+            started = time.monotonic()
+            try:
+                report[name] = await _scenario(name, quick, api, cluster)
+            except Exception as e:
+                failed = True
+                report[name] = {"error": f"{type(e).__name__}: {e}"}
+                traceback.print_exc()
+            report["meta"]["durations_s"][name] = round(time.monotonic() - started, 1)
+            report["meta"]["duration_s"] = round(time.monotonic() - began, 1)
+            _save(report, out)  # what ran so far survives an interruption
+    finally:
+        if api is not None:
+            await api.close()
+    table = render(report, out)
+    print(table)
+    say(f"report: {out}, {out.with_suffix('.md')}; {report['meta']['duration_s']:.0f}s in total")
+    return 1 if failed else 0
+
+
+async def _scenario(name: str, quick: bool, api: Any, cluster: Any) -> dict[str, Any]:
+    from benchmarks import latency, overhead, scale, writes
+
+    runs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
+        "overhead": lambda: overhead.run(quick=quick),
+        "latency": lambda: latency.run(api, str(cluster.admin_kubeconfig), quick=quick),
+        "writes": lambda: writes.run(api, cluster, quick=quick),
+        "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick),
+    }
+    return await runs[name]()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the scenarios, stock Kopf and ours side by side")
+    run.add_argument("--quick", action="store_true",
+                     help="small sizes, short windows: under 5 minutes (a smoke run)")
+    run.add_argument("--out", type=Path, default=None,
+                     help="the JSON report (default: benchmarks/results/report.json, "
+                          "or quick.json with --quick); the .md table and the plot go beside it")
+    run.add_argument("--only", default=",".join(SCENARIOS),
+                     help=f"comma-separated scenarios (default: all of {','.join(SCENARIOS)})")
+    again = commands.add_parser("render", help="re-render the table and the plot of a JSON report")
+    again.add_argument("report", type=Path)
+    profile = commands.add_parser("profile", help="cProfile the patched handler path")
+    profile.add_argument("--kind", choices=["async", "sync"], default="async")
+    profile.add_argument("--plugins", choices=["builtins_only", "five_observers"],
+                         default="builtins_only")
+    profile.add_argument("--calls", type=int, default=20000)
+    args = parser.parse_args(argv)
+
+    if args.command == "render":
+        print(render(json.loads(args.report.read_text()), args.report))
+        return 0
+    if args.command == "profile":
+        from benchmarks import overhead
+
+        overhead.profile(args.kind, args.plugins, args.calls)
+        return 0
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = sorted(set(only) - set(SCENARIOS))
+    if unknown:
+        parser.error(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    out = args.out or RESULTS / ("quick.json" if args.quick else "report.json")
+    return asyncio.run(_run(args.quick, only, out.resolve()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""
+kopf-outcomes: a deletion that waits for a callback with ``Pending`` — parked until the object
+changes, or rechecked every ``$BENCH_RECHECK`` seconds if that is set.
+
+    BENCH_RECHECK=60 kopf run --standalone --namespace NS benchmarks/operators/waiting.py
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kopf
+
+import kopf_outcomes
+from examples.multistep_deletion.external_system import callback_done
+
+kopf_outcomes.install()
+
+RECHECK = float(os.environ["BENCH_RECHECK"]) if os.environ.get("BENCH_RECHECK") else None
+
+
+@kopf.on.delete("kopf.dev", "v1", "kopfexamples")
+async def delete_fn(status: kopf.Status, annotations: kopf.Annotations, **_: Any) -> kopf_outcomes.Outcome:
+    if callback_done(status, annotations):
+        return kopf_outcomes.Success()
+    return kopf_outcomes.Pending("waiting for the external system to call back", recheck=RECHECK)

@@ -1,0 +1,188 @@
+"""The targets of issue 6, the Markdown table, and the latency plot — all from the JSON report."""
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Getter = Callable[[dict[str, Any]], Any]
+
+# (scenario, target, how to read the value, comparison, limit)
+TARGETS: list[tuple[str, str, Getter, str, float]] = [
+    ("overhead", "built-ins only, async handler: ours/stock <= 1.10",
+     lambda r: r["overhead"]["builtins_only"]["async"]["ratio"], "<=", 1.10),
+    ("overhead", "built-ins only, sync handler: ours/stock <= 1.10",
+     lambda r: r["overhead"]["builtins_only"]["sync"]["ratio"], "<=", 1.10),
+    ("overhead", "5 observers, async handler: ours/stock <= 1.30",
+     lambda r: r["overhead"]["five_observers"]["async"]["ratio"], "<=", 1.30),
+    ("overhead", "5 observers, sync handler: ours/stock <= 1.30",
+     lambda r: r["overhead"]["five_observers"]["sync"]["ratio"], "<=", 1.30),
+    ("latency", "ours p99 <= 0.5 s", lambda r: r["latency"]["ours"]["p99_s"], "<=", 0.5),
+    ("latency", "p50 at least 20x better than stock (stock/ours >= 20)",
+     lambda r: r["latency"]["speedup_p50"], ">=", 20.0),
+    ("writes", "parked: 0 API writes per waiting object",
+     lambda r: r["writes"]["ours_parked"]["writes_per_object"], "<=", 0.0),
+    ("scale", "RSS: ours/stock <= 1.10", lambda r: r["scale"]["ratio"]["rss"], "<=", 1.10),
+    ("scale", "wake-up p99 <= 1 s", lambda r: r["scale"]["ours"]["wake"]["p99_s"], "<=", 1.0),
+]
+_COMPARE = {"<=": operator.le, ">=": operator.ge}
+
+
+def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
+    results = []
+    for scenario, target, get, comparison, limit in TARGETS:
+        try:
+            value = get(report)
+        except (KeyError, TypeError):
+            value = None
+        met = None if value is None else bool(_COMPARE[comparison](value, limit))
+        results.append({"scenario": scenario, "target": target, "value": value,
+                        "comparison": comparison, "limit": limit, "met": met})
+    return results
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+def _num(value: Any, digits: int = 2, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float) and abs(value) >= 1000:
+        return f"{value:,.0f}{unit}"
+    return f"{value:.{digits}f}{unit}"
+
+
+def _x(value: Any, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}×"
+
+
+def _met(report: dict[str, Any], scenario: str, prefix: str) -> str:
+    for target in report.get("targets", []):
+        if target["scenario"] == scenario and target["target"].startswith(prefix):
+            mark = {True: "met", False: "**missed**", None: "n/a"}[target["met"]]
+            return f"{target['comparison']} {target['limit']:g}: {mark}"
+    return ""
+
+
+def markdown(report: dict[str, Any]) -> str:
+    meta = report["meta"]
+    machine = meta["machine"]
+    lines = [
+        f"Benchmarks, {meta['mode']} mode, {meta['date']}: {machine['nproc']} CPUs "
+        f"({machine['cpu_model']}), {machine['memory_gib']} GiB RAM; Python {machine['python']}, "
+        f"Kopf {machine['kopf']}, kopf-outcomes {machine['kopf_outcomes']} "
+        f"(commit {machine['git_commit']}); the local kube-apiserver + etcd. "
+        f"Total {meta.get('duration_s', 0):.0f} s.",
+        "",
+        "| Scenario | Measure | Stock Kopf | kopf-outcomes | Ours / stock | Target |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    row = lines.append
+
+    overhead = report.get("overhead")
+    if overhead and "error" not in overhead:
+        for plugin_set, title, prefix in (("builtins_only", "built-ins only", "built-ins only"),
+                                          ("five_observers", "5 observer plugins", "5 observers")):
+            for kind in ("async", "sync"):
+                m = overhead[plugin_set][kind]
+                row(f"| Overhead per handler run | µs, {kind} handler, {title} | {_num(m['stock_us'], 1)} "
+                    f"| {_num(m['ours_us'], 1)} | {_x(m['ratio'])} "
+                    f"| {_met(report, 'overhead', f'{prefix}, {kind}')} |")
+        for plugin_set, title in (("builtins_only", "built-ins only"), ("five_observers", "5 observer plugins")):
+            for kind in ("async", "sync"):
+                m = (overhead.get("cycle") or {}).get(plugin_set, {}).get(kind)
+                if m:
+                    row(f"| Overhead per reaction cycle (1 handler) | µs, {kind} handler, {title} "
+                        f"| {_num(m['stock_us'], 1)} | {_num(m['ours_us'], 1)} | {_x(m['ratio'])} | |")
+
+    latency = report.get("latency")
+    if latency and "error" not in latency:
+        n = latency["params"]["objects"]
+        for p in ("p50", "p95", "p99"):
+            target = (_met(report, "latency", "p50") if p == "p50"
+                      else _met(report, "latency", "ours p99") if p == "p99" else "")
+            extra = f" ({_num(latency['speedup_p50'], 0)}× faster)" if p == "p50" else ""
+            row(f"| Callback → gone, {n} objects | {p}, s | {_num(latency['stock'][f'{p}_s'])} "
+                f"| {_num(latency['ours'][f'{p}_s'])} | {_x(latency['ratio'][p], 3)}{extra} | {target} |")
+        burst = latency.get("ours_burst")
+        if burst:
+            row(f"| Callback → gone, {n} callbacks at once | p50 / p99, s | — "
+                f"| {_num(burst['p50_s'])} / {_num(burst['p99_s'])} | | |")
+
+    writes = report.get("writes")
+    if writes and "error" not in writes:
+        params = writes["params"]
+        what = f"{params['objects']} objects × {params['window_s']:.0f} s"
+        delay = f"{params['stock_delay_s']:g}"
+        row(f"| API writes per waiting object ({what}) | TemporaryError(delay={delay}) vs Pending, parked "
+            f"| {_num(writes['stock']['writes_per_object'])} | {_num(writes['ours_parked']['writes_per_object'])} "
+            f"| {_x(writes['ratio']['parked'])} | {_met(report, 'writes', 'parked')} |")
+        row(f"| | TemporaryError(delay={delay}) vs Pending(recheck={params['recheck_s']:g}) "
+            f"| {_num(writes['stock']['writes_per_object'])} | {_num(writes['ours_recheck']['writes_per_object'])} "
+            f"| {_x(writes['ratio']['recheck'])} | |")
+
+    scale = report.get("scale")
+    if scale and "error" not in scale:
+        n = f"{scale['params']['objects']:,}"
+        stock, ours = scale["stock"], scale["ours"]
+        row(f"| Scale, {n} waiting objects | operator RSS, MiB | {_num(stock['rss_mib'], 1)} "
+            f"| {_num(ours['rss_mib'], 1)} | {_x(scale['ratio']['rss'])} | {_met(report, 'scale', 'RSS')} |")
+        row(f"| | peak RSS, MiB | {_num(stock['peak_rss_mib'], 1)} | {_num(ours['peak_rss_mib'], 1)} "
+            f"| {_x(scale['ratio']['peak_rss'])} | |")
+        row(f"| | CPU while idle, % of one core ({scale['params']['idle_window_s']:.0f} s) "
+            f"| {_num(stock['idle_cpu_percent'])} | {_num(ours['idle_cpu_percent'])} "
+            f"| {_x(scale['ratio']['idle_cpu'])} | |")
+        wake = ours.get("wake") or {}
+        row(f"| | wake-up on a callback, p50 / p99, s ({wake.get('n', 0)} callbacks) "
+            f"| up to {scale['params']['stock_delay_s']:g} (the delay) "
+            f"| {_num(wake.get('p50_s'))} / {_num(wake.get('p99_s'))} | | {_met(report, 'scale', 'wake')} |")
+
+    errors = [f"- {name}: {section['error']}" for name, section in report.items()
+              if isinstance(section, dict) and "error" in section]
+    if errors:
+        lines += ["", "Scenarios that failed:", *errors]
+    return "\n".join(lines) + "\n"
+
+
+# --- the plot ----------------------------------------------------------------------------------------
+
+def plot(report: dict[str, Any], path: Path) -> Path | None:
+    """ECDFs of callback-to-gone latency (log scale); None if matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    series: list[tuple[str, list[float]]] = []
+    latency = report.get("latency") or {}
+    n = (latency.get("params") or {}).get("objects")
+    for key, label in (("stock", f"stock Kopf, TemporaryError(delay=10), {n} objects"),
+                       ("ours", f"kopf-outcomes, Pending, {n} objects"),
+                       ("ours_burst", f"kopf-outcomes, Pending, {n} callbacks at once")):
+        if isinstance(latency.get(key), dict):
+            series.append((label, latency[key]["samples_s"]))
+    scale = report.get("scale") or {}
+    wake = (scale.get("ours") or {}).get("wake") if isinstance(scale.get("ours"), dict) else None
+    if wake:
+        series.append((f"kopf-outcomes, one callback among {scale['params']['objects']:,} waiting",
+                       wake["samples_s"]))
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    for label, samples in series:
+        ordered = sorted(max(s, 1e-3) for s in samples)
+        fraction = [(i + 1) / len(ordered) for i in range(len(ordered))]
+        axes.step(ordered, fraction, where="post", label=label)
+    axes.set_xscale("log")
+    axes.set_xlabel("callback → object gone, seconds (log scale)")
+    axes.set_ylabel("fraction of objects")
+    axes.set_title(f"Callback-to-gone latency ({report['meta']['mode']} run, {report['meta']['date'][:10]})")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
