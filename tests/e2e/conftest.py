@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
-from kopf_outcomes.cluster import ClusterInfo, ensure_running
-from kopf_outcomes.testing.namespaces import create_namespace, delete_namespace
+from kopf_outcomes.cluster import ClusterInfo
 from kopf_outcomes.testing.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,24 +18,20 @@ ROOT = Path(__file__).resolve().parents[2]
 os.environ["KOPF_OUTCOMES_PLUGINS"] = ""
 
 
-@pytest.fixture(scope="session")
-def cluster() -> ClusterInfo:
-    return ensure_running()
+# Short names for the package's own fixtures (kopf_outcomes.testing.pytest_plugin).
+@pytest.fixture()
+def cluster(k8s_cluster: ClusterInfo) -> ClusterInfo:
+    return k8s_cluster
 
 
 @pytest.fixture()
-async def api(cluster: ClusterInfo) -> AsyncIterator[client.ApiClient]:
-    api = await config.new_client_from_config(config_file=str(cluster.admin_kubeconfig))
-    async with api:
-        yield api
+def api(k8s_api: client.ApiClient) -> client.ApiClient:
+    return k8s_api
 
 
 @pytest.fixture()
-def namespace(cluster: ClusterInfo) -> Iterator[str]:
-    """A fresh namespace, emptied (finalizers dropped) and finalized afterwards."""
-    name = create_namespace(cluster.admin_client(), prefix="e2e-")
-    yield name
-    delete_namespace(cluster.admin_client(), name)
+def namespace(k8s_namespace: str) -> str:
+    return k8s_namespace
 
 
 @pytest.fixture()
