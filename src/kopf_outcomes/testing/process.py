@@ -76,8 +76,12 @@ class OperatorProcess:
              "--verbose", "--log-format=json", "--log-refkey=object", *self.extra_args, str(self.path)],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd, text=True,
         )
-        await self.wait_for(lambda r: r.message.startswith("Starting the watch-stream for kopfexamples"),
-                            timeout=30, what="the operator to start")
+        try:
+            await self.wait_for(lambda r: r.message.startswith("Starting the watch-stream for "),
+                                timeout=30, what="the operator to start")
+        except BaseException:
+            self.kill()  # a failed start leaves no operator behind
+            raise
         return self
 
     async def __aenter__(self) -> OperatorProcess:
