@@ -171,7 +171,7 @@ def plot(report: dict[str, Any], path: Path) -> Path | None:
                        wake["samples_s"]))
     if not series:
         return None
-    figure, axes = plt.subplots(figsize=(8, 4.5))
+    figure, axes = plt.subplots(figsize=(8, 5.5))
     for label, samples in series:
         ordered = sorted(max(s, 1e-3) for s in samples)
         fraction = [(i + 1) / len(ordered) for i in range(len(ordered))]
@@ -181,7 +181,7 @@ def plot(report: dict[str, Any], path: Path) -> Path | None:
     axes.set_ylabel("fraction of objects")
     axes.set_title(f"Callback-to-gone latency ({report['meta']['mode']} run, {report['meta']['date'][:10]})")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(loc="lower right", fontsize="small")
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
