@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from kopf_outcomes.options import HandlerOptions
 from kopf_outcomes.outcomes import Outcome
@@ -27,10 +27,10 @@ class ResourceRef:
         return f"{self.plural}.{self.version}.{self.group}" if self.group else f"{self.plural}.{self.version}"
 
 
-@dataclasses.dataclass(frozen=True)
-class HandlerRun:
+class HandlerRun(NamedTuple):
     """
-    One run of one handler, as hooks see it.
+    One run of one handler, as hooks see it: read-only (a named tuple: built on every observed
+    run, it must be cheap — a frozen dataclass cost twice as much there).
 
     ``reason`` is Kopf's cause reason ("create", "update", "delete", "resume", ...) for
     change handlers, and None for daemons, timers, activities and other handler kinds.
