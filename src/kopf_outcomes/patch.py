@@ -54,12 +54,19 @@ _installed: _Installation | None = None
 
 POLICY_PLUGIN_NAME = "kopf_outcomes.policy"
 
-# Per handler run: how the caller treats arbitrary exceptions; per cycle: fields never digested.
+@dataclasses.dataclass(frozen=True)
+class _Cycle:
+    """One reaction cycle of one object: its memory, read once, and its handlers' ids, whose
+    results in ``status`` are the operator's own writes (digested only when a digest is needed)."""
+
+    records: Mapping[str, memory.Record]
+    handlers: Collection[Any]
+    state: Mapping[Any, Any]
+
+
+# Per handler run: how the caller treats arbitrary exceptions; per cycle: see _Cycle.
 _default_errors: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_errors")
-_excluded: contextvars.ContextVar[tuple[tuple[str, ...], ...]] = contextvars.ContextVar(
-    "kopf_outcomes_excluded", default=())
-_records: contextvars.ContextVar[Mapping[str, memory.Record] | None] = contextvars.ContextVar(
-    "kopf_outcomes_records", default=None)
+_cycle: contextvars.ContextVar[_Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
 
 
 class _Decided(BaseException):
@@ -224,15 +231,16 @@ async def execute_handlers_once(
     """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
     body = getattr(cause, "body", None)
     records = memory.read(body, cause.logger) if body is not None else {}
-    token = _excluded.set(tuple(("status", str(handler_id)) for handler_id in
-                                {h.id for h in handlers} | set(state)))
-    records_token = _records.set(records)
+    token = _cycle.set(_Cycle(records=records, handlers=handlers, state=state))
     try:
         plugins = installed()
-        woken = [h for h in handlers if not state[h.id].awakened and (
-            _wakes(plugins, h, cause, state[h.id], records[h.id]) if h.id in records
-            else _parked(state[h.id]))]
-        handlers_todo = [h for h in handlers if state[h.id].awakened or h in woken]
+        handlers_todo, woken = [], []
+        for h in handlers:
+            if state[h.id].awakened:
+                handlers_todo.append(h)
+            elif _wakes(plugins, h, cause, state[h.id], records[h.id]) if h.id in records else _parked(state[h.id]):
+                handlers_todo.append(h)
+                woken.append(h)
         handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
         outcomes = {}
         for handler in handlers_plan:
@@ -252,8 +260,7 @@ async def execute_handlers_once(
                 outcomes[handler.id] = ex.Outcome(final=False, delay=0)
         return outcomes
     finally:
-        _records.reset(records_token)
-        _excluded.reset(token)
+        _cycle.reset(token)
 
 
 async def apply(**kwargs: Any) -> Any:
@@ -296,8 +303,8 @@ def _wakes(plugins: Plugins, handler: Any, cause: Any, state: Any, record: memor
 
 def _records_of(cause: Any) -> Mapping[str, memory.Record]:
     """The memory as read once per cycle by execute_handlers_once; read now if called directly."""
-    records = _records.get()
-    return records if records is not None else memory.read(cause.body, cause.logger)
+    cycle = _cycle.get()
+    return cycle.records if cycle is not None else memory.read(cause.body, cause.logger)
 
 
 def _parked(state: Any) -> bool:
@@ -314,8 +321,10 @@ def _parked(state: Any) -> bool:
 
 def _digest(plugins: Plugins, handler: Any, cause: Any) -> str:
     options = _options(plugins, handler, cause)
-    excluded = _excluded.get() or (("status", str(handler.id)),)
-    owned = tuple(tuple(field.split(".")) for field in plugins.owned_fields())
+    cycle = _cycle.get()
+    handler_ids = {h.id for h in cycle.handlers} | set(cycle.state) if cycle is not None else {handler.id}
+    excluded: list[tuple[str, ...]] = [("status", str(handler_id)) for handler_id in handler_ids]
+    owned = [tuple(field.split(".")) for field in plugins.owned_fields()]
     return memory.digest(cause.body, depends_on=options.depends_on, excluded=excluded + owned)
 
 
