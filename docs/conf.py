@@ -42,7 +42,8 @@ nitpicky = True
 # linked (no intersphinx), so references to them are expected to stay unresolved.
 nitpick_ignore_regex = [
     # Internal types that public signatures mention (the reference documents public names only).
-    (r"py:.*", r"(kopf_outcomes\.(memory|options|plugins|recollection|runs|outcomes|_kopf)\.)?(Record|FnT|Plugins|Conclusion|FatalOnDelete)"),
+    (r"py:.*", r"(kopf_outcomes\.(memory|options|plugins|recollection|runs|outcomes|_kopf)\.)?"
+               r"(Record|FnT|Plugins|Conclusion|FatalOnDelete)"),
     # autodoc splits stringified generic annotations ("tuple[str, ...]") at commas.
     (r"py:.*", r"(tuple|dict|list|Mapping)\[.*"),
     (r"py:.*", r"(kopf|pluggy|logging|datetime|collections|typing|types|enum|os|pathlib|kubernetes_asyncio)(\..*)?"),

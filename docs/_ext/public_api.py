@@ -39,7 +39,7 @@ class PublicApi(SphinxDirective):
         lines.append("```")
         container = nodes.container(classes=["public-api"])
         self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]), self.content_offset, container)
-        return container.children
+        return list(container.children)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
