@@ -69,7 +69,7 @@ def test_check_policy_lists_every_problem_located(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        f"{path}, line 1: delay: must be a number of seconds, zero or more, got -1",
+        f"{path}, line 1: delay: must be a number of seconds from 0 to 31622400 (a year), got -1",
         f'{path}, line 3: [handlers.fn] remember: expected true or false, got a string ("yes")',
         f'{path}, line 4: [handlers.fn.exceptions."nope.Error"] outcome: expected one of '
         f'"success", "pending", "retry", "fatal", got a string ("later")',

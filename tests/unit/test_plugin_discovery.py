@@ -9,8 +9,9 @@ from typing import Any
 import pluggy
 import pytest
 
-from kopf_outcomes import Decision, HandlerRun, hookimpl
-from kopf_outcomes.plugins import ENTRY_POINT_GROUP, PluginError, Plugins
+from kopf_outcomes import Decision, HandlerRun, PluginError, hookimpl
+from kopf_outcomes.manager import ENTRY_POINT_GROUP
+from kopf_outcomes.manager import PluginManager as Plugins
 
 
 class Adjuster:
@@ -47,12 +48,12 @@ def entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeEntryPoint]:
         assert group == ENTRY_POINT_GROUP
         return list(found.values())
 
-    monkeypatch.setattr("kopf_outcomes.plugins.metadata.entry_points", fake_entry_points)
+    monkeypatch.setattr("kopf_outcomes.manager.metadata.entry_points", fake_entry_points)
     return found
 
 
 def registered(plugins: Plugins) -> set[str]:
-    return {name for name, _ in plugins.manager.list_name_plugin() if name != "kopf_outcomes.builtin"}
+    return {name for name, _ in plugins.list_name_plugin() if name != "kopf_outcomes.builtin"}
 
 
 def test_all_installed_plugins_load_by_default(entry_points: dict[str, FakeEntryPoint]) -> None:
@@ -161,6 +162,6 @@ def test_loading_twice_registers_each_plugin_once(entry_points: dict[str, FakeEn
 
 def test_blocked_plugins_are_not_loaded(entry_points: dict[str, FakeEntryPoint]) -> None:
     plugins = Plugins()
-    plugins.manager.set_blocked("c")
+    plugins.set_blocked("c")
     assert plugins.load_entry_points() == ["a", "b"]
     assert entry_points["c"].loads == 0

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kopf_outcomes import values
 from kopf_outcomes.policy import _toml, validation
 from kopf_outcomes.policy.errors import KeyPath, PolicyError, Problem, render
 from kopf_outcomes.policy.model import (
@@ -29,7 +30,7 @@ from kopf_outcomes.policy.model import (
 )
 
 PYPROJECT_TABLE = ("tool", "kopf-outcomes")
-LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LEVEL_NAMES = values.LEVEL_NAMES
 
 _INVALID: Any = object()  # a value that was reported as a problem and is left out of the model
 
@@ -136,7 +137,7 @@ def _describe(value: object) -> str:
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, (int, float)):
-        return f"a number ({value})"
+        return f"a number ({values.show(value)})"
     if isinstance(value, str):
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"a string ({json.dumps(shown, ensure_ascii=False)})"
@@ -172,7 +173,12 @@ _seconds = _number("a number of seconds")
 def _count(reader: _Reader, value: object, path: KeyPath) -> Any:
     if isinstance(value, bool) or not isinstance(value, int):
         return reader.wrong(value, path, "a whole number")
+    if abs(value) > _MAX_COUNT:  # bounded before any conversion: 5,000 digits do not fit a message
+        return reader.wrong(value, path, f"a whole number up to {_MAX_COUNT}")
     return value
+
+
+_MAX_COUNT = 10**9
 
 
 def _level(reader: _Reader, value: object, path: KeyPath) -> Any:
@@ -215,12 +221,21 @@ def _table(cls: type[Any], readers: Mapping[str, Read], required: tuple[str, ...
     return read
 
 
-def _array(item: Read) -> Read:
+def _steps(item: Read) -> Read:
+    """
+    An array of escalation steps. If any step is invalid, the array is left out of the model, and
+    the valid steps are checked here, each under its own index (the model's indices would shift).
+    """
     def read(reader: _Reader, value: object, path: KeyPath) -> Any:
         if not isinstance(value, list):
             return reader.wrong(value, path, "an array of tables")
         items = [item(reader, element, (*path, index)) for index, element in enumerate(value)]
-        return tuple(element for element in items if element is not _INVALID)
+        if all(element is not _INVALID for element in items):
+            return tuple(items)
+        for index, element in enumerate(items):
+            if element is not _INVALID:
+                reader.problems.extend(validation.escalation_step(element, (*path, index)))
+        return _INVALID
     return read
 
 
@@ -235,7 +250,7 @@ def _keyed(item: Read) -> Read:
 
 _BACKOFF = _table(Backoff, {"base": _seconds, "factor": _number("a number"), "cap": _seconds,
                             "jitter": _number("a fraction from 0 to 1")}, required=("base",))
-_ESCALATE = _array(_table(Escalation, {"after_tries": _count, "after_seconds": _seconds,
+_ESCALATE = _steps(_table(Escalation, {"after_tries": _count, "after_seconds": _seconds,
                                        "level": _level, "outcome": _choice("fatal")}))
 _RULE = _table(ExceptionRule, {
     "outcome": _choice(*OUTCOME_NAMES),
@@ -248,7 +263,7 @@ _SCOPE_READERS: dict[str, Read] = {
     "explicit_completion": _boolean,
     "depends_on": _field_paths,
     "remember": _boolean,
-    "fatal_on_delete": _choice("retain", "release"),
+    "fatal_on_delete": _choice(*values.FATAL_ON_DELETE),
     "levels": _table(Levels, {"retry": _level, "fatal": _level}),
     "delay": _seconds,
     "backoff": _BACKOFF,
