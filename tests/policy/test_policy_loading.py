@@ -188,6 +188,12 @@ outcome = "fatl"
         ('delay = "5"', 'delay: expected a number of seconds, got a string ("5")'),
         ("delay = nan", "delay: must be a number of seconds from 0 to 31622400 (a year), got nan"),
         ("delay = inf", "delay: must be a number of seconds from 0 to 31622400 (a year), got inf"),
+        # What check-policy accepts must never fail at run time: Retry() takes no delay over a year.
+        ("delay = 1e10", "delay: must be a number of seconds from 0 to 31622400 (a year), got 1e+10"),
+        ("backoff = { base = 1, cap = 1e9 }",
+         "[backoff] cap: must be a number of seconds from 0 to 31622400 (a year), got 1e+09"),
+        ("levels.retry = 5", "[levels] retry: expected a level name: DEBUG, INFO, WARNING, ERROR, CRITICAL, "
+                             "got a number (5)"),
         (
             "delay = 2024-01-01",
             "delay: expected a number of seconds, got a date or time (2024-01-01)",
@@ -490,3 +496,19 @@ def test_every_toml_example_in_the_docs_loads_except_the_invalid_one() -> None:
                 loads_policy(block)
         else:
             loads_policy(block, pyproject=block.startswith("[tool.kopf-outcomes]"))
+
+
+def test_escalation_messages_name_each_steps_own_index(tmp_path: Path) -> None:
+    text = 'escalate = [{after_tries = 2.5, level = "ERROR"}, {after_tries = 3}]\n'
+    assert problems(text, tmp_path) == [
+        ", line 1: [escalate[0]] after_tries: expected a whole number, got a number (2.5)",
+        ', line 1: escalate[1]: set level, or outcome = "fatal", or both',
+    ]
+
+
+def test_an_integer_of_thousands_of_digits_is_a_located_problem_not_a_traceback(tmp_path: Path) -> None:
+    assert problems(f"delay = 5\nescalate = [{{after_tries = {'9' * 5000}, level = \"ERROR\"}}]\n",
+                    tmp_path) == [", line 2: a number too long to read (over 4,300 digits)"]
+    assert problems(f"escalate = [{{after_tries = {'9' * 400}, level = \"ERROR\"}}]\n", tmp_path) == [
+        ", line 1: [escalate[0]] after_tries: expected a whole number up to 1000000000, got a number "
+        "(a number too large to show)"]

@@ -9,6 +9,7 @@ from typing import Any
 import pluggy
 import pytest
 
+import kopf_outcomes
 from kopf_outcomes import Decision, HandlerRun, PluginError, hookimpl
 from kopf_outcomes.manager import ENTRY_POINT_GROUP
 from kopf_outcomes.manager import PluginManager as Plugins
@@ -165,3 +166,34 @@ def test_blocked_plugins_are_not_loaded(entry_points: dict[str, FakeEntryPoint])
     plugins.set_blocked("c")
     assert plugins.load_entry_points() == ["a", "b"]
     assert entry_points["c"].loads == 0
+
+
+# --- plugins that cannot be used are refused at registration, named ----------------------------
+
+
+class Misspelled:
+    @hookimpl
+    def kopf_outcomes_observe_outcomes(self, run: Any, outcome: Any, patch: Any) -> None: ...
+
+
+class Asynchronous:
+    @hookimpl
+    async def kopf_outcomes_observe_outcome(self, run: Any, outcome: Any, patch: Any) -> None: ...
+
+
+@pytest.mark.parametrize(("plugin", "message"), [
+    (Misspelled(), r"plugin 'misspelled' cannot be used: .*unknown hook 'kopf_outcomes_observe_outcomes'"),
+    (Asynchronous(), r"plugin 'asynchronous' implements kopf_outcomes_observe_outcome as 'async def'"),
+])
+def test_an_unusable_plugin_is_refused_with_its_name(plugin: object, message: str) -> None:
+    manager = Plugins()
+    with pytest.raises(PluginError, match=message):
+        manager.register(plugin, name=type(plugin).__name__.lower())
+    assert not manager.is_registered(plugin)
+    assert manager.only_builtins  # nothing of it stays behind
+
+
+def test_install_refuses_an_unusable_plugin_and_patches_nothing(unpatched: None) -> None:
+    with pytest.raises(PluginError, match="'async def'"):
+        kopf_outcomes.install(entry_points=False, plugins=[Asynchronous()])
+    assert not kopf_outcomes.is_installed()

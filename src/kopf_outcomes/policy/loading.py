@@ -66,6 +66,11 @@ def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False
                 else text.count("\n") + 1 if "at end of document" in message else None)
         head = f"{source}, line {line}" if line is not None else source
         raise PolicyError(source, [f"{head}: TOML syntax error: {message}"]) from e
+    except ValueError:  # numbers of over 4,300 digits: Python refuses to convert them
+        digits = re.search(r"[0-9_]{4000,}", text)
+        line = text.count("\n", 0, digits.start()) + 1 if digits else None
+        head = f"{source}, line {line}" if line is not None else source
+        raise PolicyError(source, [f"{head}: a number too long to read (over 4,300 digits)"]) from None
     prefix: KeyPath = ()
     if pyproject:
         prefix = PYPROJECT_TABLE
