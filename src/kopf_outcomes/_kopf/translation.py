@@ -95,7 +95,7 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on)
         memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys)
-    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {})
+    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, cycle.keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         return retry(handler, None, fallback, cause.logger)
     return result
