@@ -41,6 +41,10 @@ nitpicky = True
 # No network while building: Kopf's, pluggy's and the standard library's own names are not
 # linked (no intersphinx), so references to them are expected to stay unresolved.
 nitpick_ignore_regex = [
+    # Docstrings name the internal modules that do the work; the reference documents public names.
+    (r"py:.*", r"kopf_outcomes\.(_\w+|misuse|memory|manager|engine|builtin|installation|values|errors|options|"
+               r"runs|outcomes|policy\.(validation|loading|model|errors|plugin|resolution|cli))(\..*)?"),
+    (r"py:.*", r"get_canonical_name"),  # pluggy's, in the docstring of PluginManager.register
     # Internal types that public signatures mention (the reference documents public names only).
     (r"py:.*", r"(kopf_outcomes\.(memory|options|plugins|recollection|runs|outcomes|_kopf)\.)?"
                r"(Record|FnT|Plugins|Conclusion|FatalOnDelete)"),

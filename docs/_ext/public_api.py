@@ -42,6 +42,24 @@ class PublicApi(SphinxDirective):
         return list(container.children)
 
 
+def indented_examples_are_code(app: Sphinx, what: str, name: str, obj: object, options: object,
+                               lines: list[str]) -> None:
+    """
+    The package's docstrings show examples as indented blocks after a blank line, without
+    reST's ``::``; make each such block a literal block, as its author meant.
+    """
+    index = 1
+    while index < len(lines) - 1:
+        before, blank, after = lines[index - 1], lines[index], lines[index + 1]
+        if (blank.strip() == "" and before.strip() and not before.startswith((" ", "-", "*", ":", ".."))
+                and not before.rstrip().endswith("::") and after.startswith(" ")):
+            lines[index:index + 1] = ["", "::", ""]
+            index += 3
+        else:
+            index += 1
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("public-api", PublicApi)
+    app.connect("autodoc-process-docstring", indented_examples_are_code)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
