@@ -123,7 +123,7 @@ class Patch:
         plugins = self.plugins
         context, token = cycle.current(), None
         if context is None:  # a handler run outside of a cycle (daemons): a context of its own
-            context, token = cycle.start(settings, cause, {str(handler.id)})
+            context, token = cycle.start(settings, cause, (handler,))
         try:
             record = cycle.record_of(context, str(handler.id), state)
             body = runs.body_of(cause)
@@ -172,7 +172,7 @@ class Patch:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> Mapping[Any, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
-        context, token = cycle.start(settings, cause, {str(h.id) for h in handlers}, state)
+        context, token = cycle.start(settings, cause, handlers, state)
         try:
             handlers_todo, woken = [], []
             for h in handlers:
@@ -199,8 +199,8 @@ class Patch:
             for handler in woken:
                 if handler.id not in outcomes and state[handler.id].finished:  # type: ignore[attr-defined]
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
-            newly_parked = {str(hid) for hid, o in outcomes.items() if isinstance(o.exception, translation.Parked)}
-            cycle.remember_parked(handlers, state, {str(hid) for hid in outcomes}, newly_parked)
+            parked_now = sum(isinstance(o.exception, translation.Parked) for o in outcomes.values())
+            cycle.remember_parked(handlers, state, outcomes, parked_now)
             return outcomes
         finally:
             cycle.end(token)
