@@ -14,18 +14,19 @@ import dataclasses
 import datetime
 import functools
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
+    HandlerId,
     HandlerState,
     OperatorSettings,
     State,
     cause_var,
     finalizer_of,
     handler_var,
+    progress_of,
 )
 from kopf_outcomes._kopf.runs import body_of, options_of
 from kopf_outcomes.errors import NotInstalledError
@@ -123,12 +124,12 @@ def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause)
     return memory.digest(body, depends_on=options.depends_on, excluded=excluded + owned)
 
 
-def remember_parked(handlers: Collection[Handler], state: State, outcomes: Mapping[Any, Any],
+def remember_parked(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, object],
                     parked_now: int) -> None:
     """Tell apply() the deadlines of the parked handlers: Kopf must neither sleep for them nor touch."""
     deadlines: list[datetime.datetime] = []
     for handler in handlers:
-        handler_state: Any = state[handler.id]
+        handler_state = progress_of(state, handler)
         if handler.id not in outcomes and is_parked(handler_state) and handler_state.delayed is not None:
             delayed = handler_state.delayed
             deadlines.append(delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc))
