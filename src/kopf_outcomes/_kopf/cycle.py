@@ -14,18 +14,19 @@ import dataclasses
 import datetime
 import functools
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
+    HandlerId,
     HandlerState,
     OperatorSettings,
     State,
     cause_var,
     finalizer_of,
     handler_var,
+    progress_of,
 )
 from kopf_outcomes._kopf.runs import body_of, options_of
 from kopf_outcomes.errors import NotInstalledError
@@ -38,12 +39,18 @@ PARKED_MARK = " [parked by kopf-outcomes]"
 
 @dataclasses.dataclass(frozen=True)
 class Cycle:
-    """One reaction cycle of one object: its memory, read once, and its handlers' ids, whose
-    results in ``status`` are the operator's own writes (digested only when a digest is needed)."""
+    """One reaction cycle of one object: its memory, read once, and its handlers, whose results
+    in ``status`` are the operator's own writes (their ids are collected only for a digest)."""
 
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
-    handler_ids: Collection[str]
+    handlers: Collection[Handler]
+    state: State | None
+
+    @property
+    def handler_ids(self) -> set[str]:
+        ids = {str(handler.id) for handler in self.handlers}
+        return ids | {str(key) for key in self.state} if self.state is not None else ids
 
 
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
@@ -61,14 +68,13 @@ def keys_of(settings: OperatorSettings) -> MemoryKeys:
     return _keys(finalizer_of(settings))
 
 
-def start(settings: OperatorSettings, cause: Cause, handler_ids: Collection[str],
+def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
           state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
     """Read the object's memory once for the cycle; ``end()`` with the token when it is over."""
     keys = keys_of(settings)
     body = body_of(cause)
     records = memory.read(body, cause.logger, keys) if body is not None else {}
-    ids = set(handler_ids) | ({str(key) for key in state} if state is not None else set())
-    context = Cycle(keys=keys, records=records, handler_ids=ids)
+    context = Cycle(keys=keys, records=records, handlers=handlers, state=state)
     return context, _cycle.set(context)
 
 
@@ -118,22 +124,20 @@ def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause)
     return memory.digest(body, depends_on=options.depends_on, excluded=excluded + owned)
 
 
-def remember_parked(handlers: Collection[Handler], state: State, ran: Collection[str],
-                    newly_parked: Collection[str]) -> None:
+def remember_parked(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, object],
+                    parked_now: int) -> None:
     """Tell apply() the deadlines of the parked handlers: Kopf must neither sleep for them nor touch."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    deadlines = []
+    deadlines: list[datetime.datetime] = []
     for handler in handlers:
-        if str(handler.id) in newly_parked:
-            deadlines.append(now + datetime.timedelta(seconds=PARKED_DELAY))
-            continue
-        if str(handler.id) in ran:
-            continue
-        handler_state: Any = state[handler.id]
-        if is_parked(handler_state) and handler_state.delayed is not None:
+        handler_state = progress_of(state, handler)
+        if handler.id not in outcomes and is_parked(handler_state) and handler_state.delayed is not None:
             delayed = handler_state.delayed
             deadlines.append(delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc))
-    parked_deadlines.set(tuple(deadlines))
+    if parked_now:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        deadlines.extend([now + datetime.timedelta(seconds=PARKED_DELAY)] * parked_now)
+    if deadlines or parked_deadlines.get():
+        parked_deadlines.set(tuple(deadlines))
 
 
 def unparked_delays(delays: Collection[float], tolerance: float = 60.0) -> Collection[float]:

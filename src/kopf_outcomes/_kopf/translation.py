@@ -14,7 +14,7 @@ import kopf
 
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf.cycle import PARKED_DELAY, PARKED_MARK, Cycle, digest
-from kopf_outcomes._kopf.internals import Cause, Handler, HandlerState, KopfOutcome, KopfResult
+from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.runs import body_of
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import StoredOutcome
@@ -32,7 +32,7 @@ class Parked(Exception):
 
 
 def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outcome, handler: Handler,
-            cause: Cause, state: HandlerState | None, subrefs: Collection[Any] = ()) -> KopfOutcome:
+            cause: Cause, state: HandlerState | None, subrefs: Collection[HandlerId] = ()) -> KopfOutcome:
     """Log the decided outcome at its level and turn it into Kopf's outcome."""
     logger = cause.logger
     if isinstance(outcome, Success):

@@ -20,8 +20,10 @@ from kopf_outcomes._kopf import cycle, runs, translation
 from kopf_outcomes._kopf.internals import (
     Cause,
     ErrorsMode,
+    ExtraContext,
     Handler,
     HandlerChildrenRetry,
+    HandlerId,
     HandlerState,
     KopfOutcome,
     LifeCycleFn,
@@ -30,6 +32,7 @@ from kopf_outcomes._kopf.internals import (
     application,
     execution,
     no_extra_context,
+    progress_of,
 )
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
@@ -40,7 +43,7 @@ from kopf_outcomes.runs import HandlerRun
 class _Decided(BaseException):
     """Carries a decided outcome past Kopf's own ``except Exception`` handling, unlogged."""
 
-    def __init__(self, outcome: Outcome, run: HandlerRun, subrefs: Collection[Any]) -> None:
+    def __init__(self, outcome: Outcome, run: HandlerRun, subrefs: Collection[HandlerId]) -> None:
         super().__init__(outcome)
         self.outcome = outcome
         self.run = run
@@ -117,13 +120,13 @@ class Patch:
         cause: Cause,
         state: HandlerState,
         lifecycle: LifeCycleFn | None = None,
-        extra_context: Any = no_extra_context,
+        extra_context: ExtraContext = no_extra_context,
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> KopfOutcome:
         plugins = self.plugins
         context, token = cycle.current(), None
         if context is None:  # a handler run outside of a cycle (daemons): a context of its own
-            context, token = cycle.start(settings, cause, {str(handler.id)})
+            context, token = cycle.start(settings, cause, (handler,))
         try:
             record = cycle.record_of(context, str(handler.id), state)
             body = runs.body_of(cause)
@@ -168,22 +171,22 @@ class Patch:
         handlers: Collection[Handler],
         cause: Cause,
         state: State,
-        extra_context: Any = no_extra_context,
+        extra_context: ExtraContext = no_extra_context,
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
-    ) -> Mapping[Any, KopfOutcome]:
+    ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
-        context, token = cycle.start(settings, cause, {str(h.id) for h in handlers}, state)
+        context, token = cycle.start(settings, cause, handlers, state)
         try:
             handlers_todo, woken = [], []
             for h in handlers:
-                handler_state: Any = state[h.id]
+                handler_state = progress_of(state, h)
                 if handler_state.awakened:
                     handlers_todo.append(h)
                 elif cycle.wakes(self.plugins, context, h, cause, handler_state):
                     handlers_todo.append(h)
                     woken.append(h)
             handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
-            outcomes: dict[Any, KopfOutcome] = {}
+            outcomes: dict[HandlerId, KopfOutcome] = {}
             for handler in handlers_plan:
                 outcomes[handler.id] = await execution.execute_handler_once(
                     settings=settings,
@@ -197,10 +200,10 @@ class Patch:
             # A finished handler that saw an older state and is not planned now (the lifecycle
             # runs one at a time) is re-armed, so that the cause does not end before it re-runs.
             for handler in woken:
-                if handler.id not in outcomes and state[handler.id].finished:  # type: ignore[attr-defined]
+                if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
-            newly_parked = {str(hid) for hid, o in outcomes.items() if isinstance(o.exception, translation.Parked)}
-            cycle.remember_parked(handlers, state, {str(hid) for hid in outcomes}, newly_parked)
+            parked_now = sum(isinstance(o.exception, translation.Parked) for o in outcomes.values())
+            cycle.remember_parked(handlers, state, outcomes, parked_now)
             return outcomes
         finally:
             cycle.end(token)
