@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf.cycle import PARKED_DELAY, PARKED_MARK, Cycle, digest
+from kopf_outcomes._kopf.cycle import PARKED_DELAY, Cycle, Parked, Rechecking, digest
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.runs import body_of
 from kopf_outcomes.manager import PluginManager
@@ -22,13 +22,6 @@ from kopf_outcomes.options import retains_on_delete
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
 from kopf_outcomes.values import MAX_DELAY
-
-
-class Parked(Exception):
-    """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
-
-    def __str__(self) -> str:
-        return f"{self.args[0]}{PARKED_MARK}"
 
 
 def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outcome, handler: Handler,
@@ -43,7 +36,7 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
         same = previous is not None and previous["outcome"] == "pending" and previous["reason"] == outcome.reason
         logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}")
         if outcome.recheck is not None:
-            result = KopfOutcome(final=False, exception=kopf.TemporaryError(outcome.reason), delay=outcome.recheck)
+            result = KopfOutcome(final=False, exception=Rechecking(outcome.reason), delay=outcome.recheck)
         else:
             result = KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
     elif isinstance(outcome, Retry):
@@ -93,8 +86,11 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
         if stored in ("pending", "retained") or run.options.remember:
             new = memory.record(run.previous, digest=digest(plugins, cycle, handler, cause), outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
-                                parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on)
+                                parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
+                                recheck=outcome.recheck if isinstance(outcome, Pending) else None)
         memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys)
+        if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
+            result.exception.quiet = True  # the same conclusion about the same state: no need to store
     fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, cycle.keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         return retry(handler, None, fallback, cause.logger)
