@@ -81,9 +81,6 @@ class Patch:
         for (module, name), original in self.originals.items():
             setattr(module, name, original)
 
-    def is_applied(self) -> bool:
-        return all(getattr(module, name) == getattr(self, name) for module, name in self.originals)
-
     async def invoke_handler(self, **kwargs: Any) -> Any:
         plugins = self.plugins
         handler: Handler = kwargs["handler"]
