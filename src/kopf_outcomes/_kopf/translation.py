@@ -29,12 +29,13 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
     """Log the decided outcome at its level and turn it into Kopf's outcome."""
     logger = cause.logger
     if isinstance(outcome, Success):
-        logger.info(f"{handler} succeeded.")
+        logger.info(f"{handler} succeeded.", extra=fields(handler, "success"))
         result = KopfOutcome(final=True, result=KopfResult(outcome.result))
     elif isinstance(outcome, Pending):
         previous = run.previous
         same = previous is not None and previous["outcome"] == "pending" and previous["reason"] == outcome.reason
-        logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}")
+        logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}",
+                   extra=fields(handler, "pending", outcome.reason, recheck=outcome.recheck))
         if outcome.recheck is not None:
             result = KopfOutcome(final=False, exception=Rechecking(outcome.reason), delay=outcome.recheck)
         else:
@@ -45,10 +46,12 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
         name = (run.body or {}).get("metadata", {}).get("name", "")
         logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}. The finalizer is "
                                   f"retained; to release the object, annotate it: "
-                                  f"{cycle.keys.release}={handler.id} (object {name!r}).")
+                                  f"{cycle.keys.release}={handler.id} (object {name!r}).",
+                   extra=fields(handler, "retained", outcome.reason))
         result = KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
     elif isinstance(outcome, Fatal):
-        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}")
+        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}",
+                   extra=fields(handler, "fatal", outcome.reason))
         result = KopfOutcome(final=True, exception=kopf.PermanentError(outcome.reason))
     else:  # an Outcome subclass of a user's own making
         unknown = Retry(f"unknown outcome type {type(outcome).__name__}; expected Success, Pending, "
@@ -58,6 +61,15 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
     return conclude(plugins, cycle, run, handler, cause, outcome, result)
 
 
+def fields(handler: Handler, outcome: str, reason: str | None = None, **more: float | None) -> dict[str, object]:
+    """The outcome as structured fields of the log record: Kopf's JSON log format shows them."""
+    found: dict[str, object] = {"handler": str(handler.id), "outcome": outcome}
+    if reason is not None:
+        found["reason"] = reason
+    found.update((key, value) for key, value in more.items() if value is not None)
+    return found
+
+
 def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
           logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
     """A Retry counts against the handler's ``retries=`` and ``timeout=``, as TemporaryError does."""
@@ -65,13 +77,14 @@ def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
         runtime = state.runtime.total_seconds() + outcome.delay
         if handler.timeout is not None and runtime >= handler.timeout:
             msg = f"{handler} failed temporarily but will time out after {handler.timeout} seconds: {outcome.reason}"
-            logger.error(msg)
+            logger.error(msg, extra=fields(handler, "fatal", outcome.reason))
             return KopfOutcome(final=True, exception=kopf.HandlerTimeoutError(msg))
         if handler.retries is not None and state.retries + 1 >= handler.retries:
             msg = f"{handler} failed temporarily but will exceed {handler.retries} retries: {outcome.reason}"
-            logger.error(msg)
+            logger.error(msg, extra=fields(handler, "fatal", outcome.reason))
             return KopfOutcome(final=True, exception=kopf.HandlerRetriesError(msg))
-    logger.log(outcome.level, f"{handler} failed temporarily: {outcome.reason}")
+    logger.log(outcome.level, f"{handler} failed temporarily: {outcome.reason}",
+               extra=fields(handler, "retry", outcome.reason, delay=outcome.delay))
     return KopfOutcome(final=False, exception=kopf.TemporaryError(outcome.reason, delay=outcome.delay),
                        delay=outcome.delay)
 
