@@ -199,14 +199,16 @@ def write(
     new: MemoryRecord | None,
     logger: logging.Logger | logging.LoggerAdapter[Any],
     keys: MemoryKeys = DEFAULT_KEYS,
+    known: Mapping[str, MemoryRecord] | None = None,
 ) -> None:
-    """Put one handler's record (or its removal) into the pending merge-patch, if it changes."""
+    """Put one handler's record (or its removal) into the pending merge-patch, if it changes.
+    ``known`` is the body's memory if the caller has read it already (once per cycle)."""
     patched = patch.get("metadata", {}).get("annotations", {})
     if keys.memory in patched:
         pending = patched[keys.memory]
         records = parse(pending) if pending is not None else {}
     else:
-        records = read(body, logger, keys)
+        records = dict(known) if known is not None else read(body, logger, keys)
     if records.get(handler_id) == new:
         return
     if new is None:

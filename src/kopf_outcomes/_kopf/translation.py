@@ -101,7 +101,7 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None)
-        memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys)
+        memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys, known=cycle.records)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             result.exception.quiet = True  # the same conclusion about the same state: no need to store
     fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, cycle.keys)
