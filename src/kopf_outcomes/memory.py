@@ -24,6 +24,7 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
+from kopf_outcomes import values
 from kopf_outcomes.digest import digest
 
 __all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "read",
@@ -55,6 +56,7 @@ class MemoryRecord(_Conclusion, total=False):
     since: str  # when this conclusion began (UTC, ISO 8601); kept while it holds
     depends_on: list[str]  # the fields whose change wakes it; absent: the default scope
     parked: bool  # Pending without recheck, or a retained finalizer: waits for a change
+    recheck: float  # Pending with a recheck: runs again at since + k * recheck, scheduled in memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,22 +161,34 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("reason"), str)
             and isinstance(record.get("since", ""), str)
             and isinstance(record.get("parked", False), bool)
+            and _seconds(record.get("recheck", 0))
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
 
 
+def _seconds(value: object) -> bool:
+    try:
+        values.seconds(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
-           parked: bool, depends_on: Sequence[str] | None) -> MemoryRecord:
+           parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     if len(reason) > MAX_REASON:
         reason = reason[:MAX_REASON - len(TRUNCATED)] + TRUNCATED
-    same = previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
+    same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
+            and previous.get("recheck") == recheck)
     since = previous.get("since") if same and previous is not None else None
     new = MemoryRecord(digest=digest, outcome=outcome, reason=reason,
-                       since=since or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+                       since=since or datetime.datetime.now(datetime.timezone.utc).isoformat())
     if parked:
         new["parked"] = True
     if depends_on is not None:
         new["depends_on"] = list(depends_on)
+    if recheck is not None:
+        new["recheck"] = recheck
     return new
 
 
@@ -185,14 +199,16 @@ def write(
     new: MemoryRecord | None,
     logger: logging.Logger | logging.LoggerAdapter[Any],
     keys: MemoryKeys = DEFAULT_KEYS,
+    known: Mapping[str, MemoryRecord] | None = None,
 ) -> None:
-    """Put one handler's record (or its removal) into the pending merge-patch, if it changes."""
+    """Put one handler's record (or its removal) into the pending merge-patch, if it changes.
+    ``known`` is the body's memory if the caller has read it already (once per cycle)."""
     patched = patch.get("metadata", {}).get("annotations", {})
     if keys.memory in patched:
         pending = patched[keys.memory]
         records = parse(pending) if pending is not None else {}
     else:
-        records = read(body, logger, keys)
+        records = dict(known) if known is not None else read(body, logger, keys)
     if records.get(handler_id) == new:
         return
     if new is None:

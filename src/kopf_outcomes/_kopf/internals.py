@@ -29,6 +29,7 @@ from kopf._core.actions.execution import (
 from kopf._core.actions.execution import Outcome as KopfOutcome
 from kopf._core.actions.execution import Result as KopfResult
 from kopf._core.actions.progression import HandlerState
+from kopf._core.reactor import queueing
 
 from kopf_outcomes import misuse
 from kopf_outcomes.errors import UnsupportedKopfError
@@ -39,7 +40,7 @@ __all__ = [
     "SUPPORTED", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "check_version", "default_backoff", "execution", "finalizer_of", "handler_var",
-    "no_extra_context", "progress_of",
+    "no_extra_context", "progress_of", "queueing",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.

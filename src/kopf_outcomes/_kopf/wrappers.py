@@ -6,17 +6,21 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
   When the built-ins say "stock", the run continues in Kopf untouched: that is stock parity.
 - ``execution.execute_handler_once`` — turns our decisions into Kopf's outcome.
 - ``execution.execute_handlers_once`` — also wakes parked handlers whose state has changed.
-- ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object.
+- ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object;
+  rechecks sleep there and run again without a write (:mod:`.requeue`).
+- ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 """
 from __future__ import annotations
 
+import asyncio
+import datetime
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import kopf
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf import cycle, runs, translation
+from kopf_outcomes._kopf import cycle, requeue, runs, translation
 from kopf_outcomes._kopf.internals import (
     Cause,
     ErrorsMode,
@@ -33,6 +37,7 @@ from kopf_outcomes._kopf.internals import (
     execution,
     no_extra_context,
     progress_of,
+    queueing,
 )
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
@@ -60,11 +65,13 @@ class Patch:
             (execution, "execute_handler_once"): execution.execute_handler_once,
             (execution, "execute_handlers_once"): execution.execute_handlers_once,
             (application, "apply"): application.apply,
+            (queueing, "worker"): queueing.worker,
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
         self._execute_handler_once = execution.execute_handler_once
         self._apply = application.apply
+        self.worker = requeue.wrap_worker(queueing.worker)
 
     def attach(self) -> None:
         for module, name in self.originals:
@@ -73,9 +80,6 @@ class Patch:
     def detach(self) -> None:
         for (module, name), original in self.originals.items():
             setattr(module, name, original)
-
-    def is_applied(self) -> bool:
-        return all(getattr(module, name) == getattr(self, name) for module, name in self.originals)
 
     async def invoke_handler(self, **kwargs: Any) -> Any:
         plugins = self.plugins
@@ -177,10 +181,16 @@ class Patch:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
         context, token = cycle.start(settings, cause, handlers, state)
         try:
-            handlers_todo, woken = [], []
+            handlers_todo, woken, waiting, waits = [], [], [], []
+            now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
             for h in handlers:
                 handler_state = progress_of(state, h)
-                if handler_state.awakened:
+                wait = (None if now is None or handler_state.finished
+                        else cycle.recheck_wait(self.plugins, context, h, cause, now))
+                if wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
+                    waiting.append(h.id)
+                    waits.append(wait)
+                elif wait is not None or handler_state.awakened:  # due by our schedule, or by Kopf's
                     handlers_todo.append(h)
                 elif cycle.wakes(self.plugins, context, h, cause, handler_state):
                     handlers_todo.append(h)
@@ -202,14 +212,32 @@ class Patch:
             for handler in woken:
                 if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
-            parked_now = sum(isinstance(o.exception, translation.Parked) for o in outcomes.values())
-            cycle.remember_parked(handlers, state, outcomes, parked_now)
+            for handler_id, outcome in list(outcomes.items()):
+                if isinstance(outcome.exception, cycle.Rechecking):
+                    waits.append(outcome.delay or 0)
+                    if outcome.exception.quiet:  # nothing new to store: Kopf keeps its progress as it is
+                        del outcomes[handler_id]
+                        waiting.append(handler_id)
+            cycle.remember_ours(handlers, state, outcomes, waiting)
+            requeue.schedule(waits)
             return outcomes
         finally:
             cycle.end(token)
 
     async def apply(self, **kwargs: Any) -> Any:
-        """Kopf's apply, blind to parked handlers: no sleeping for them, no touch-dummy writes."""
+        """Kopf's apply, blind to our delays: no sleeping for them, no touch-dummy writes. Rechecks
+        sleep here instead, and then run again without a write (:mod:`.requeue`)."""
         if "delays" in kwargs:
             kwargs["delays"] = cycle.unparked_delays(kwargs["delays"])
-        return await self._apply(**kwargs)
+        rechecks = requeue.take()
+        if not rechecks:
+            return await self._apply(**kwargs)
+        if kwargs.get("delays"):  # Kopf sleeps for its own delays anyway: let it wake for ours too
+            now = asyncio.get_running_loop().time()
+            kwargs["delays"] = [*kwargs["delays"], *(max(0.0, due - now) for due in rechecks)]
+            return await self._apply(**kwargs)
+        nothing_to_write = not kwargs.get("patch")
+        result = await self._apply(**kwargs)
+        if nothing_to_write:  # else the write's own event starts the next cycle, which schedules anew
+            await requeue.sleep_and_requeue(min(rechecks), kwargs.get("stream_pressure"))
+        return result
