@@ -18,6 +18,7 @@ extensions = [
     "sphinx_click",
     "policy_keys",
     "public_api",
+    "optional_doc",
 ]
 
 source_suffix = {".md": "markdown"}
