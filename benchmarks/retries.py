@@ -75,6 +75,11 @@ class Retries:
         self.by_cause[why] += 1
         self.waited_s += waited
 
+    def add(self, other: Retries) -> None:
+        self.by_cause.update(other.by_cause)
+        self.waited_s += other.waited_s
+        self.gave_up += other.gave_up
+
     def report(self) -> dict[str, Any]:
         return {"total": sum(self.by_cause.values()), "by_cause": dict(sorted(self.by_cause.items())),
                 "waited_s": round(self.waited_s, 2), "gave_up": self.gave_up}
@@ -97,8 +102,11 @@ async def call(fn: Callable[[], Awaitable[T]], *, what: str, retries: Retries,
         retry=tenacity.retry_if_exception(lambda e: cause(e) is not None),
         stop=tenacity.stop_after_attempt(budget.attempts) | tenacity.stop_before_delay(budget.seconds),
         wait=wait, sleep=sleep, before_sleep=before_sleep)
+    async def attempt() -> T:  # a coroutine function: tenacity awaits only what it sees as one
+        return await fn()
+
     try:
-        return await retrying(fn)
+        return await retrying(attempt)
     except tenacity.RetryError as e:
         retries.gave_up += 1
         last = e.last_attempt.exception()

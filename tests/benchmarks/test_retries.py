@@ -45,7 +45,8 @@ async def test_429_is_retried_after_the_servers_retry_after() -> None:
     slept, sleep = fake_sleep()
     retries = Retries()
     fn = Flaky(api_error(429, "3"), api_error(429, "1"))
-    assert await call(fn, what="GET /x", retries=retries, sleep=sleep) == "ok"
+    # A plain function returning an awaitable, as the API client's request() is.
+    assert await call(lambda: fn(), what="GET /x", retries=retries, sleep=sleep) == "ok"
     assert fn.calls == 3
     assert 3 <= slept[0] <= 3 + Budget().backoff_s
     assert 1 <= slept[1] <= 1 + Budget().backoff_s
