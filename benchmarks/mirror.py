@@ -146,7 +146,8 @@ class Mirror:
         deadline = time.monotonic() + timeout
         while not check():
             if self.error is not None:
-                raise RuntimeError(f"the watch of {self.namespace} failed: {self.error!r}")
+                raise RuntimeError(f"the watch of {self.namespace} failed: "
+                                   f"{type(self.error).__name__}: {str(self.error).strip()}")
             alive()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
