@@ -45,7 +45,7 @@ def render(report: dict[str, Any], out: Path) -> str:
 
 
 async def _run(quick: bool, only: list[str], out: Path) -> int:
-    from kopf_outcomes.cluster import ensure_running
+    from kopf_outcomes_testing.cluster import ensure_running
 
     began = time.monotonic()
     report: dict[str, Any] = {"meta": {

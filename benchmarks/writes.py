@@ -30,8 +30,8 @@ from benchmarks.common import (
     say,
     scratch_namespace,
 )
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.cluster.audit import AuditLog
+from kopf_outcomes_testing.cluster import ClusterInfo
+from kopf_outcomes_testing.cluster.audit import AuditLog
 
 
 def _variants(delay: float) -> dict[str, tuple[str, dict[str, str]]]:
