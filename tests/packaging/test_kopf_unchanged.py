@@ -79,3 +79,22 @@ def test_same_login_and_imports_with_and_without_the_runtime(fresh: tuple[Path, 
     assert used["logins"] == alone["logins"]
     assert installed["imported"] == alone["imported"]  # `import kopf` loads exactly the same
     assert not [m for m in installed["imported"] if m.startswith(("kubernetes", "pykube"))]
+
+
+SIGNAL = """
+import asyncio
+from kopf_outcomes.client import signal  # importable without the extra; fails on use
+asyncio.run(signal(None, group="kopf.dev", version="v1", plural="kopfexamples", namespace="ns", name="x",
+                   status={"deletion": {"state": "done"}}))
+"""
+
+
+def test_client_helper_names_its_extra_when_missing(fresh: tuple[Path, Path, str]) -> None:
+    python, wheel, _ = fresh
+    pip(python, "install", str(wheel))
+    result = subprocess.run([str(python), "-c", SIGNAL], capture_output=True, text=True)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == ("ImportError: kopf_outcomes.client.signal() needs kubernetes-asyncio, which is not installed:"
+                    " pip install 'kopf-outcomes[client]'"), result.stderr
+    assert "During handling" not in result.stderr

@@ -34,13 +34,11 @@ class SessionCluster:
     def start(self) -> ClusterInfo:
         """The cluster's access data; a :class:`ClusterError` becomes one clean test failure."""
         try:
-            info = self._start()
+            return self._start()
         except ClusterError as e:
-            error: ClusterError | None = e
-        else:
-            return info
+            problem = str(e)
         # Outside the `except` block: no "during handling of the above exception" chain.
-        pytest.fail(f"the Kubernetes cluster for the tests is not available: {error}", pytrace=False)
+        pytest.fail(f"the Kubernetes cluster for the tests is not available: {problem}", pytrace=False)
 
     def _start(self) -> ClusterInfo:
         if self.kubeconfig is not None:
