@@ -172,10 +172,14 @@ def test_stop_cluster_stops_only_what_the_session_started(tmp_path: Path) -> Non
     try:
         assert kept.returncode == 0, kept.stdout + kept.stderr
         assert (state / "state.json").exists()
-        assert all(_alive(pid) for pid in json.loads(pids_out.read_text()))
+        kept_pids = json.loads(pids_out.read_text())
+        assert all(_alive(pid) for pid in kept_pids)
     finally:
+        # Another process than the one that started them finds and stops them (psutil, no /proc).
         subprocess.run([sys.executable, "-m", "kopf_outcomes", "cluster", "down"], env={**os.environ, **env},
                        capture_output=True, check=True)
+    assert not any(_alive(pid) for pid in kept_pids)
+    assert not state.exists()
 
 
 def _alive(pid: int) -> bool:
