@@ -47,8 +47,8 @@ def render(report: dict[str, Any], out: Path) -> str:
 
 
 async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | None = None) -> int:
-    from kopf_outcomes.cluster import ensure_running
-    from kopf_outcomes.cluster.resources import EXAMPLE_CRD
+    from kopf_outcomes_testing.cluster import ensure_running
+    from kopf_outcomes_testing.cluster.resources import EXAMPLE_CRD
 
     began = time.monotonic()
     report: dict[str, Any] = {"meta": {

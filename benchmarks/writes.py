@@ -21,8 +21,8 @@ from benchmarks.common import ratio, say
 from benchmarks.kube import create_objects, delete_objects, scratch_namespace
 from benchmarks.mirror import Mirror, has_finalizer, is_waiting
 from benchmarks.process import Operator
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.cluster.audit import AuditLog
+from kopf_outcomes_testing.cluster import ClusterInfo
+from kopf_outcomes_testing.cluster.audit import AuditLog
 
 
 def _variants(delay: float) -> dict[str, tuple[str, dict[str, str]]]:

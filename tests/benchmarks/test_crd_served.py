@@ -7,8 +7,8 @@ import uuid
 from kubernetes_asyncio import client
 
 from benchmarks.kube import api_client, ensure_crd_served
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.cluster.resources import EXAMPLE_CRD
+from kopf_outcomes_testing.cluster import ClusterInfo
+from kopf_outcomes_testing.cluster.resources import EXAMPLE_CRD
 
 
 async def test_a_new_crd_is_established_and_listable_when_the_wait_returns(k8s_cluster: ClusterInfo) -> None:
