@@ -19,8 +19,8 @@ show() { echo "\$ $*"; "$@"; }
 cleanup() {
   python - "$ns" <<'PY'
 import sys
-from kopf_outcomes.cluster import ensure_running
-from kopf_outcomes.testing.namespaces import delete_namespace
+from kopf_outcomes_testing.cluster import ensure_running
+from kopf_outcomes_testing.namespaces import delete_namespace
 delete_namespace(ensure_running().admin_client(), sys.argv[1])
 PY
 }

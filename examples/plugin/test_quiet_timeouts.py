@@ -1,5 +1,5 @@
 """
-The plugin's own test, on a real API server: the local control plane of kopf-outcomes,
+The plugin's own test, on a real API server: the local control plane of kopf-outcomes-testing,
 through its pytest fixtures (k8s_cluster, k8s_api, k8s_namespace, kopf_operator).
 """
 from __future__ import annotations
@@ -13,9 +13,8 @@ from kubernetes_asyncio.client import CustomObjectsApi
 
 import kopf_outcomes
 from examples.plugin import quiet_timeouts
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.testing import operator_registry
-from kopf_outcomes.testing.pytest_plugin import KopfOperatorFactory
+from kopf_outcomes_testing import ClusterInfo, operator_registry
+from kopf_outcomes_testing.pytest_plugin import KopfOperatorFactory
 
 
 async def test_a_timeout_is_retried_at_warning(

@@ -13,8 +13,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.testing.process import OperatorProcess
+from kopf_outcomes_testing import ClusterInfo, OperatorProcess
 
 OPERATORS = Path(__file__).parent / "operators"
 ARGS = ("kopf.dev", "v1")
