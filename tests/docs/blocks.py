@@ -54,6 +54,6 @@ def all_blocks(language: str) -> list[Block]:
     return [block for path in documents() for block in blocks(path) if block.language == language]
 
 
-def following(block: Block, language: str) -> Block | None:
-    """The next block of ``language`` on the same page, e.g. the console output of an example."""
-    return next((b for b in blocks(block.path) if b.line > block.line and b.language == language), None)
+def following(block: Block) -> Block | None:
+    """The next block on the same page, e.g. the console output of an example."""
+    return next((b for b in blocks(block.path) if b.line > block.line), None)

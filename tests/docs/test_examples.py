@@ -1,8 +1,8 @@
 """
 Every code example of the documentation (the docs/ pages, README.md, CHANGELOG.md) is checked:
-Python blocks compile and pass mypy --strict together; TOML blocks load as policies (a block
-marked ```toml invalid must be refused), or, for packaging snippets, name entry points of
-the kopf_outcomes group. A refused policy's messages are those its page shows.
+Python blocks compile and pass mypy --strict together; TOML blocks load as policies, or, for
+packaging snippets, name entry points of the kopf_outcomes group. A TOML block followed by the
+console output of an invalid policy must be refused with exactly the messages shown.
 Longer examples are files of their own (literalinclude), tested as code.
 """
 from __future__ import annotations
@@ -55,17 +55,26 @@ def test_python_blocks_pass_mypy_strict(tmp_path: Path) -> None:
     assert status == 0 and not problems, "\n".join(problems) or stdout + stderr
 
 
+def shown_refused(block: Block) -> bool:
+    console = following(block)
+    return console is not None and console.language == "console" and "invalid policy" in console.code
+
+
+def test_the_refused_policy_example_is_recognised() -> None:
+    assert sum(1 for block in TOML if shown_refused(block)) == 1
+
+
 @pytest.mark.parametrize("block", TOML, ids=[b.where for b in TOML])
 def test_toml_block_is_a_valid_policy_or_entry_point(block: Block) -> None:
     document = tomllib.loads(block.code)
     if "project" in document:
         entry_points = document["project"]["entry-points"]["kopf_outcomes"]
         assert entry_points and all(re.fullmatch(r"[\w.]+(:[\w.]+)?", v) for v in entry_points.values())
-    elif "invalid" in block.flags:
+    elif shown_refused(block):
         with pytest.raises(PolicyError) as error:
             loads_policy(block.code, source="policy.toml")
-        console = following(block, "console")
-        assert console is not None, f"{block.where}: show the messages of the refused policy"
+        console = following(block)
+        assert console is not None
         shown = [line for line in console.code.splitlines() if line.startswith("policy.toml, line")]
         assert shown == error.value.messages
     else:
