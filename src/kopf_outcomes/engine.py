@@ -69,7 +69,7 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     """
     if not plugins.observed:
         return None
-    before = _guarded_parts(patch, protected)
+    before, fields = _guarded_parts(patch, protected), _written_fields(patch)
     started = time.monotonic()
     try:
         plugins.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
@@ -77,6 +77,7 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
         return contained(plugins, run, e)
     finally:
         _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
+        plugins.learn_written_fields(_written_fields(patch) - fields)
     if _guarded_parts(patch, protected) != before:
         _restore(patch, before)
         names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
@@ -96,6 +97,19 @@ def _report_slow(plugins: PluginManager, run: HandlerRun, hook_name: str, second
 
 
 _ABSENT = object()
+
+
+def _written_fields(patch: Mapping[str, Any]) -> set[tuple[str, ...]]:
+    """The fields a patch writes, as deep as observers write them: status keys, annotations, labels.
+    What observers add is the operator's own write: it must never wake a parked handler, even
+    when the plugin does not name it (or fails to) in ``kopf_outcomes_owned_fields``."""
+    status, metadata = patch.get("status"), patch.get("metadata") or {}
+    found: set[tuple[str, ...]] = {("status", key) for key in status} if isinstance(status, Mapping) else set()
+    for part in ("annotations", "labels"):
+        values = metadata.get(part) if isinstance(metadata, Mapping) else None
+        if isinstance(values, Mapping):
+            found.update(("metadata", part, key) for key in values)
+    return found
 
 
 def _guarded_parts(patch: Mapping[str, Any], protected: Collection[str]) -> dict[str, object]:
@@ -129,9 +143,13 @@ def options(plugins: PluginManager, fn: object, handler_id: str, resource: Resou
     return own.merged(from_plugins) if own is not None else from_plugins
 
 
-def owned_fields(plugins: PluginManager, logger: logging.Logger | logging.LoggerAdapter[Any]) -> tuple[str, ...]:
-    """The fields plugins write; a failing plugin is logged, and its fields are not known."""
-    return guarded(plugins, logger, "kopf_outcomes_owned_fields", plugins.owned_fields, ())
+def owned_fields(plugins: PluginManager,
+                 logger: logging.Logger | logging.LoggerAdapter[Any]) -> tuple[tuple[str, ...], ...]:
+    """The field paths plugins write: those they name (a failing plugin is logged, and names
+    none), and those observers were seen adding to a patch."""
+    nothing: tuple[str, ...] = ()
+    named = guarded(plugins, logger, "kopf_outcomes_owned_fields", plugins.owned_fields, nothing)
+    return (*(tuple(field.split(".")) for field in named), *plugins.written_fields)
 
 
 def guarded(plugins: PluginManager, logger: logging.Logger | logging.LoggerAdapter[Any], hook_name: str,

@@ -27,6 +27,7 @@ from kopf_outcomes.runs import ResourceRef
 
 ENTRY_POINT_GROUP = "kopf_outcomes"
 BUILTIN_NAME = "kopf_outcomes.builtin"
+MAX_WRITTEN_FIELDS = 256
 
 
 def _names_from_env(variable: str) -> set[str] | None:
@@ -44,7 +45,20 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self._options: dict[tuple[str, ResourceRef | None], HandlerOptions] = {}
         self._owned_fields: tuple[str, ...] | None = None
+        self.written_fields: tuple[tuple[str, ...], ...] = ()  # seen in observers' patches
         self.register(builtin, name=BUILTIN_NAME)
+
+    def get_canonical_name(self, plugin: object) -> str:
+        """A name a person can read in logs: a module's name, or a class's (pluggy's is an id)."""
+        if isinstance(plugin, types.ModuleType):
+            return plugin.__name__
+        cls = plugin if isinstance(plugin, type) else type(plugin)
+        base = f"{cls.__module__}.{cls.__qualname__}"
+        name, number = base, 1
+        while self.has_plugin(name) and self.get_plugin(name) is not plugin:
+            number += 1
+            name = f"{base}#{number}"
+        return name
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
         registered = super().register(plugin, name=name)
@@ -156,6 +170,13 @@ class PluginManager(pluggy.PluginManager):
                 raise TypeError(f"kopf_outcomes_owned_fields gave {fields!r}, expected field paths")
             self._owned_fields = fields
         return self._owned_fields
+
+    def learn_written_fields(self, fields: set[tuple[str, ...]]) -> None:
+        """Remember fields that observers wrote (bounded: a plugin writing per-object keys stays cheap)."""
+        if fields and len(self.written_fields) < MAX_WRITTEN_FIELDS:
+            new = fields.difference(self.written_fields)
+            if new:
+                self.written_fields = (*self.written_fields, *sorted(new))[:MAX_WRITTEN_FIELDS]
 
     def culprit(self, error: BaseException) -> str:
         """Name the plugin whose hook implementation raised ``error`` (from its traceback)."""

@@ -649,3 +649,26 @@ def test_a_hook_raising_a_base_exception_is_contained() -> None:
     outcome = engine.decide(plugins, make_run(), result=None)
     assert isinstance(outcome, PluginFailure)
     assert "plugin 'exiter' failed: SystemExit: 3" in outcome.reason
+
+
+class StatusWriter:
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        patch.setdefault("status", {})["writerSaw"] = str(outcome)
+        patch.setdefault("metadata", {}).setdefault("annotations", {})["example.com/seen"] = "yes"
+
+    @hookimpl
+    def kopf_outcomes_owned_fields(self) -> Iterable[str]:
+        raise RuntimeError("forgot how to answer")
+
+
+def test_fields_observers_write_are_owned_even_if_the_plugin_does_not_name_them(
+        collector: Collector, logger: logging.Logger) -> None:
+    plugins = Plugins()
+    plugins.register(StatusWriter(), name="writer")
+    patch: dict[str, Any] = {"status": {"h": "result"}}
+    assert engine.observe(plugins, make_run(), Success(), patch) is None
+    owned = engine.owned_fields(plugins, logger)
+    assert set(owned) == {("status", "writerSaw"), ("metadata", "annotations", "example.com/seen")}
+    assert ("status", "h") not in owned  # what was in the patch before the observers is not theirs
+    assert any("plugin 'writer' failed in kopf_outcomes_owned_fields" in m for m in collector.messages())

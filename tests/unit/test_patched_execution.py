@@ -31,7 +31,7 @@ from kopf_outcomes import (
     memory,
 )
 from kopf_outcomes._kopf import cycle
-from kopf_outcomes._kopf.cycle import PARKED_DELAY, PARKED_MARK
+from kopf_outcomes._kopf.cycle import PARKED_DELAY, PARKED_MARK, RETAINED_MARK
 from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
 from tests.unit.conftest import Collector
@@ -248,7 +248,7 @@ async def test_fatal_retained_on_delete_keeps_the_finalizer_until_released(
     outcome = outcomes["h"]
     assert outcome.final is False
     assert outcome.delay == PARKED_DELAY
-    assert str(outcome.exception) == f"broken{PARKED_MARK}"  # marked as parked by us
+    assert str(outcome.exception) == f"broken{RETAINED_MARK}"  # marked as parked by us
     assert records_in(cause.patch)["h"]["outcome"] == "retained"
     assert records_in(cause.patch)["h"]["reason"] == "broken"
     [(level, message)] = above_debug(collector)
@@ -293,7 +293,7 @@ async def test_kopfs_permanent_error_is_retained_by_the_option_with_a_plugin_pre
     outcomes = await run_handlers([handler(fn.fn)], cause)
     assert outcomes["h"].final is False
     assert outcomes["h"].delay == PARKED_DELAY
-    assert str(outcomes["h"].exception) == f"broken{PARKED_MARK}"
+    assert str(outcomes["h"].exception) == f"broken{RETAINED_MARK}"
     assert records_in(cause.patch)["h"]["outcome"] == "retained"
 
 
@@ -743,3 +743,21 @@ async def test_remember_rewakes_a_finished_handler_when_the_state_moved_on(
     moved = changing_cause(body_after(first, spec={"size": 2}), logger, reason=Reason.UPDATE)
     await run_handlers([h], moved, done)
     assert fn.calls == 2
+
+
+async def test_a_forged_retained_record_neither_holds_nor_releases_a_pending_handler(
+    installed: Any, logger: logging.Logger
+) -> None:
+    """Issue 10 (chaos): a Pending handler's progress carries the parked mark, not the retained one."""
+    counted = Counted(lambda: Pending("waiting"))
+    h = handler(counted.fn)
+    first = changing_cause(BODY, logger, reason=Reason.DELETE)
+    state = parked_state([h], await run_handlers([h], first))
+    forged = json.dumps({"h": {"digest": "0", "outcome": "retained", "reason": "r", "parked": True}})
+    body = body_after(first)
+    body["metadata"]["annotations"] = {**body["metadata"].get("annotations", {}),
+                                       MEMORY_ANNOTATION: forged, RELEASE_ANNOTATION: "h"}
+    again = changing_cause(body, logger, reason=Reason.DELETE)
+    outcomes = await run_handlers([h], again, state)
+    assert counted.calls == 2  # not held: the forged record is ignored, the handler runs as Pending
+    assert outcomes["h"].final is False  # not released either: the finalizer stays

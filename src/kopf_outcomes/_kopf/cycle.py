@@ -40,13 +40,22 @@ from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
 
 PARKED_DELAY = 10 * 365 * 24 * 3600.0  # ten years: "until something changes"
 PARKED_MARK = " [parked by kopf-outcomes]"
+RETAINED_MARK = " [finalizer retained by kopf-outcomes]"  # parked too, but released only by a person
 
 
 class Parked(Exception):
     """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
 
+    mark = PARKED_MARK
+
     def __str__(self) -> str:
-        return f"{self.args[0]}{PARKED_MARK}"
+        return f"{self.args[0]}{self.mark}"
+
+
+class Retained(Parked):
+    """A parked handler whose finalizer is retained after a Fatal outcome, marked as such."""
+
+    mark = RETAINED_MARK
 
 
 class Rechecking(kopf.TemporaryError):
@@ -110,17 +119,19 @@ def current() -> Cycle | None:
     return _cycle.get()
 
 
-def is_parked(state: HandlerState) -> bool:
+def is_parked(state: HandlerState, marks: tuple[str, ...] = (PARKED_MARK, RETAINED_MARK)) -> bool:
     """Parked by us: marked so in Kopf's own progress, and not finished."""
     message = getattr(state, "message", None)
-    return not state.finished and isinstance(message, str) and message.endswith(PARKED_MARK)
+    return not state.finished and isinstance(message, str) and message.endswith(marks)
 
 
 def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> MemoryRecord | None:
-    """The handler's record; a ``retained`` one counts only where Kopf's progress is parked too,
-    so that a forged record can neither hold a handler nor release one that is not retained."""
+    """The handler's record; a ``retained`` one counts only where Kopf's progress carries the
+    retained mark too, so that a forged record can neither hold a handler nor release one that
+    is not retained (a Pending handler's progress carries the parked mark, not this one)."""
     found = cycle.records.get(handler_id)
-    if found is not None and found["outcome"] == "retained" and (state is None or not is_parked(state)):
+    retained = state is not None and is_parked(state, (RETAINED_MARK,))
+    if found is not None and found["outcome"] == "retained" and not retained:
         return None
     return found
 
@@ -161,8 +172,8 @@ def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause)
         return ""
     options = options_of(plugins, handler, cause)
     excluded: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
-    owned = [tuple(field.split(".")) for field in engine.owned_fields(plugins, cause.logger)]
-    return memory.digest(body, depends_on=options.depends_on, excluded=excluded + owned)
+    owned = engine.owned_fields(plugins, cause.logger)
+    return memory.digest(body, depends_on=options.depends_on, excluded=[*excluded, *owned])
 
 
 def remember_ours(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, KopfOutcome],

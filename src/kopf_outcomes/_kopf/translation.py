@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf.cycle import PARKED_DELAY, Cycle, Parked, Rechecking, digest
+from kopf_outcomes._kopf.cycle import PARKED_DELAY, Cycle, Parked, Rechecking, Retained, digest
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.runs import body_of
 from kopf_outcomes.manager import PluginManager
@@ -48,7 +48,7 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
                                   f"retained; to release the object, annotate it: "
                                   f"{cycle.keys.release}={handler.id} (object {name!r}).",
                    extra=fields(handler, "retained", outcome.reason))
-        result = KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
+        result = KopfOutcome(final=False, exception=Retained(outcome.reason), delay=PARKED_DELAY)
     elif isinstance(outcome, Fatal):
         logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}",
                    extra=fields(handler, "fatal", outcome.reason))
