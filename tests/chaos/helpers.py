@@ -1,0 +1,261 @@
+"""
+Shared parts of the chaos scenarios: the external system, operators that may be killed and
+restarted, callbacks that check the finalizer is still there, and the figures each one reports.
+
+Early release: an object (or one operator's finalizer on it) gone before its callback was sent.
+The callback is a PATCH of the status subresource; its answer shows the object as it is at that
+moment, so a 404 or a missing finalizer in it proves the release came first.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio import client
+
+from kopf_outcomes.testing.process import OperatorProcess
+
+MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+STUCK_AFTER = 60.0  # seconds after the last callback, with the operator up
+QUICK = os.environ.get("KOPF_OUTCOMES_CHAOS", "full") == "quick"
+ROOT = Path(__file__).resolve().parents[2]
+REPORT_DIR = Path(os.environ.get("KOPF_OUTCOMES_CHAOS_DIR") or ROOT / ".chaos")
+
+
+def seed() -> int:
+    """The run's seed: $KOPF_OUTCOMES_CHAOS_SEED, or a fresh one (printed by the report)."""
+    return int(os.environ.get("KOPF_OUTCOMES_CHAOS_SEED") or random.SystemRandom().randrange(1 << 31))
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    operator: str
+    name: str
+    key: str
+    time: float
+
+
+class ExternalSystem:
+    """Records every start with its idempotency key; ``on_start`` may act at that very moment."""
+
+    def __init__(self, answer_after: float = 0.0) -> None:
+        self.starts: list[Start] = []
+        self.answer_after = answer_after
+        self.on_start: Callable[[Start], None] | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def _start(self, request: web.Request) -> web.Response:
+        data = await request.json()
+        start = Start(str(data["operator"]), str(data["name"]), str(data["key"]), time.monotonic())
+        duplicate = any(s.key == start.key and s.operator == start.operator for s in self.starts)
+        self.starts.append(start)
+        if self.on_start is not None:
+            self.on_start(start)
+        await asyncio.sleep(self.answer_after)
+        return web.json_response({"started": not duplicate})
+
+    async def __aenter__(self) -> str:
+        app = web.Application()
+        app.router.add_post("/start", self._start)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        return f"http://{host}:{port}"
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def started(self, name: str, operator: str = "main") -> bool:
+        return any(s.name == name and s.operator == operator for s in self.starts)
+
+    def per_object(self, operator: str = "main") -> dict[str, tuple[int, int]]:
+        """name -> (raw starts, distinct idempotency keys)."""
+        raw: dict[str, int] = defaultdict(int)
+        keys: dict[str, set[str]] = defaultdict(set)
+        for s in self.starts:
+            if s.operator == operator:
+                raw[s.name] += 1
+                keys[s.name].add(s.key)
+        return {name: (raw[name], len(keys[name])) for name in raw}
+
+
+class Operators:
+    """One operator file, started, killed and restarted; counts the exits nobody caused."""
+
+    def __init__(self, make: Callable[[], OperatorProcess]) -> None:
+        self.make = make
+        self.current: OperatorProcess | None = None
+        self.all: list[OperatorProcess] = []
+        self.kills = 0
+        self.unexpected_exits: list[int] = []
+
+    @property
+    def up(self) -> bool:
+        return self.current is not None
+
+    async def start(self) -> OperatorProcess:
+        self.check()
+        op = self.make()
+        self.all.append(op)
+        await op.start()
+        self.current = op
+        return op
+
+    def kill(self) -> None:
+        self.check()
+        if self.current is not None:
+            self.current.kill()
+            self.kills += 1
+            self.current = None
+
+    def check(self) -> None:
+        """Count an exit of the current operator that no kill caused."""
+        process = self.current._process if self.current is not None else None
+        if process is not None and process.poll() is not None:
+            self.unexpected_exits.append(process.returncode)
+            self.current = None
+
+    def stop(self) -> None:
+        self.check()
+        if self.current is not None:
+            self.current.stop()
+            self.current = None
+
+    def text(self) -> str:
+        return "\n".join(op.text() for op in self.all)
+
+    def pid(self) -> int:
+        assert self.current is not None and self.current._process is not None
+        return self.current._process.pid
+
+
+async def create(objects: client.CustomObjectsApi, namespace: str, names: Iterable[str],
+                 labels: dict[str, str] | None = None) -> None:
+    for name in names:
+        body = {"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                "metadata": {"name": name, "labels": labels or {}}, "spec": {}}
+        await objects.create_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", body)
+
+
+async def delete(objects: client.CustomObjectsApi, namespace: str, names: Iterable[str]) -> None:
+    for name in names:
+        await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", name)
+
+
+async def present(objects: client.CustomObjectsApi, namespace: str) -> dict[str, list[str]]:
+    """name -> finalizers, of every object in the namespace."""
+    listed = await objects.list_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples")
+    return {item["metadata"]["name"]: list(item["metadata"].get("finalizers") or []) for item in listed["items"]}
+
+
+async def wait_until(check: Callable[[], Any], *, timeout: float, interval: float = 0.2) -> bool:
+    """Poll a sync or async check; True if it held within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(interval)
+
+
+async def wait_finalized(objects: client.CustomObjectsApi, namespace: str, names: Iterable[str],
+                         finalizer: str = DEFAULT_FINALIZER, timeout: float = 30) -> bool:
+    wanted = set(names)
+
+    async def ready() -> bool:
+        found = await present(objects, namespace)
+        return all(finalizer in found.get(name, []) for name in wanted)
+    return await wait_until(ready, timeout=timeout)
+
+
+@dataclasses.dataclass
+class Figures:
+    """What a scenario reports; the assertions are made on these."""
+
+    scenario: str
+    seed: int
+    objects: int = 0
+    early_releases: list[str] = dataclasses.field(default_factory=list)
+    stuck: list[str] = dataclasses.field(default_factory=list)
+    operator_exits: list[int] = dataclasses.field(default_factory=list)
+    callbacks: dict[str, float] = dataclasses.field(default_factory=dict)  # "operator/name" -> when sent
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    async def call_back(self, objects: client.CustomObjectsApi, namespace: str, name: str,
+                        operator: str = "main", finalizer: str = DEFAULT_FINALIZER) -> None:
+        """Send the callback; if the object or its finalizer is already gone, that release was early."""
+        self.callbacks[f"{operator}/{name}"] = time.monotonic()
+        try:
+            body = await objects.patch_namespaced_custom_object_status(
+                "kopf.dev", "v1", namespace, "kopfexamples", name, {"status": {"chaos": {operator: "done"}}},
+                _content_type=MERGE_PATCH)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+            self.early_releases.append(f"{operator}/{name}: gone before its callback")
+            return
+        if finalizer not in (body["metadata"].get("finalizers") or []):
+            self.early_releases.append(f"{operator}/{name}: {finalizer} released before its callback")
+
+    async def check_held(self, objects: client.CustomObjectsApi, namespace: str, names: Iterable[str],
+                         operator: str = "main", finalizer: str = DEFAULT_FINALIZER) -> None:
+        """Objects not yet called back must still be there with the finalizer."""
+        found = await present(objects, namespace)
+        for name in names:
+            label = f"{operator}/{name}"
+            if label not in self.callbacks and finalizer not in found.get(name, []):
+                if not any(e.startswith(f"{label}:") for e in self.early_releases):
+                    self.early_releases.append(f"{label}: {finalizer} gone without a callback")
+
+    async def settle(self, objects: client.CustomObjectsApi, namespace: str, names: Iterable[str]) -> None:
+        """After the last callback, with the operator up: what is still there after 60 s is stuck."""
+        wanted = set(names)
+        started = time.monotonic()
+
+        async def gone() -> bool:
+            return not wanted & set(await present(objects, namespace))
+        await wait_until(gone, timeout=STUCK_AFTER, interval=0.5)
+        self.stuck = sorted(wanted & set(await present(objects, namespace)))
+        self.extra["settled_in_s"] = round(time.monotonic() - started, 2)
+
+    def write(self, directory: Path = REPORT_DIR) -> Path:
+        data = dataclasses.asdict(self)
+        data.pop("callbacks")
+        data["callbacks_sent"] = len(self.callbacks)
+        text = json.dumps(data, indent=2, sort_keys=True, default=str)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.scenario}.json"
+        path.write_text(text + "\n")
+        return path
+
+
+def starts_figures(figures: Figures, system: ExternalSystem, names: Iterable[str], operator: str = "main") -> None:
+    """Starts per object, raw and by idempotency key, into the figures."""
+    counts = system.per_object(operator)
+    rows = {name: counts.get(name, (0, 0)) for name in names}
+    figures.extra[f"starts_raw_{operator}"] = sum(raw for raw, _ in rows.values())
+    figures.extra[f"starts_max_raw_per_object_{operator}"] = max((raw for raw, _ in rows.values()), default=0)
+    figures.extra[f"objects_not_started_exactly_once_by_key_{operator}"] = sorted(
+        name for name, (_, keys) in rows.items() if keys != 1)
+
+
+def log_faults(text: str) -> dict[str, int]:
+    """Tracebacks and Kopf's "unexpected error" lines in an operator's log."""
+    return {"tracebacks": text.count("Traceback"), "unexpected_errors": text.count("unexpected error")}
