@@ -36,7 +36,8 @@ def values() -> dict[str, str]:
         "deep-list": "[" * DEEP + "]" * DEEP,
         "deep-dict": json.dumps({HANDLER: "x"})[:-1].replace('"x"', '{"a":' * DEEP + "1" + "}" * DEEP) + "}",
         "big-reason": _record(reason="x" * 190_000),
-        "many-handlers": json.dumps({f"h{i}": {"digest": "0", "outcome": "pending", "reason": ""} for i in range(3000)}),
+        "many-handlers": json.dumps({f"h{i}": {"digest": "0", "outcome": "pending", "reason": ""}
+                                     for i in range(3000)}),
         "unicode": _record(reason="\udcff\u0000\u202e"),
         "forged-pending": _record(),
         "forged-success": _record(outcome="success"),

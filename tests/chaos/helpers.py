@@ -114,6 +114,12 @@ class Operators:
         self.current = op
         return op
 
+    async def ensure_up(self) -> None:
+        """Restart after an exit that no kill caused (counted), so that the rest is still measured."""
+        self.check()
+        if self.current is None:
+            await self.start()
+
     def kill(self) -> None:
         self.check()
         if self.current is not None:
@@ -237,6 +243,20 @@ class Figures:
         await wait_until(gone, timeout=STUCK_AFTER, interval=0.5)
         self.stuck = sorted(wanted & set(await present(objects, namespace)))
         self.extra["settled_in_s"] = round(time.monotonic() - started, 2)
+        for name in self.stuck:  # what the lead needs to see: the object as it is stuck
+            body = await objects.get_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", name)
+            meta = body["metadata"]
+            self.extra.setdefault("stuck_state", {})[name] = {
+                "finalizers": meta.get("finalizers"), "status": _short(body.get("status")),
+                "annotations": {k: _short(v) for k, v in (meta.get("annotations") or {}).items()}}
+
+    def evidence(self, ops: Operators, namespace: str) -> None:
+        """The operator's last log lines about each stuck or early-released object."""
+        names = set(self.stuck) | {e.split(":")[0].split("/", 1)[1] for e in self.early_releases}
+        records = [r for op in ops.all for r in op.records()]
+        for name in sorted(names):
+            lines = [f"{r.level} {r.message[:300]}" for r in records if r.object == f"{namespace}/{name}"]
+            self.extra.setdefault("log", {})[name] = lines[-15:]
 
     def write(self, directory: Path = REPORT_DIR) -> Path:
         data = dataclasses.asdict(self)
@@ -247,6 +267,11 @@ class Figures:
         path = directory / f"{self.scenario}.json"
         path.write_text(text + "\n")
         return path
+
+
+def _short(value: object, limit: int = 300) -> object:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return value if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
 def starts_figures(figures: Figures, system: ExternalSystem, names: Iterable[str], operator: str = "main") -> None:

@@ -64,6 +64,7 @@ async def test_api_faults_mid_deletion(cluster, objects, namespace, report, tmp_
     report.extra.update(faults=dict(proxy.counts), never_started=[n for n in names if not system.started(n)],
                         **log_faults(ops.text()))
     starts_figures(report, system, names)
+    report.evidence(ops, namespace)
     report.write()
 
     assert proxy.counts["patches_faulted"] >= 3, "the chaos did not happen"

@@ -93,6 +93,7 @@ async def test_garbage_memory_values(objects, namespace, operator, report):
                         garbage_warnings=text.count("Ignoring the unreadable handler memory"),
                         released_by_annotation=text.count("is released by the annotation"))
     starts_figures(report, system, names)
+    report.evidence(ops, namespace)
     report.write()
 
     assert report.extra["tracebacks"] == 0 and report.extra["unexpected_errors"] == 0

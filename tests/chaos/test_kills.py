@@ -80,6 +80,7 @@ async def test_sigkills_mid_deletion(objects, namespace, operator, report):
     report.operator_exits = ops.unexpected_exits
     report.extra.update(figures, kills=ops.kills, operator_starts=len(ops.all))
     starts_figures(report, system, names)
+    report.evidence(ops, namespace)
     report.write()
 
     assert figures["aimed_kills"] >= 1 and figures["callbacks_while_down"] >= 1, "the chaos did not happen"
