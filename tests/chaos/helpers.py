@@ -33,8 +33,10 @@ REPORT_DIR = Path(os.environ.get("KOPF_OUTCOMES_CHAOS_DIR") or ROOT / ".chaos")
 
 
 def seed() -> int:
-    """The run's seed: $KOPF_OUTCOMES_CHAOS_SEED, or a fresh one (printed by the report)."""
-    return int(os.environ.get("KOPF_OUTCOMES_CHAOS_SEED") or random.SystemRandom().randrange(1 << 31))
+    """The run's seed: $KOPF_OUTCOMES_CHAOS_SEED, or a fresh one; printed (shown with a failure)."""
+    value = int(os.environ.get("KOPF_OUTCOMES_CHAOS_SEED") or random.SystemRandom().randrange(1 << 31))
+    print(f"chaos seed: {value} (KOPF_OUTCOMES_CHAOS_SEED={value} repeats the run)")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

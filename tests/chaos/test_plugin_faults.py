@@ -33,7 +33,8 @@ async def test_plugin_faults(objects, namespace, operator, report):
     rng = random.Random(report.seed)
     system = ExternalSystem()
     all_names: list[str] = []
-    figures: dict[str, object] = {"start_failures": [], "slow_hook_warnings": 0, "plugin_failures_logged": 0}
+    figures: dict[str, object] = {"start_failures": [], "slow_hook_warnings": 0, "plugin_failures_logged": 0,
+                                  "plugin_failures_not_naming_it": 0}
     async with system as url:
         def make(**env: str) -> Operators:
             return Operators(lambda: operator(OPERATOR, EXTERNAL_SYSTEM_URL=url, CHAOS_SEED=str(report.seed), **env))
@@ -65,7 +66,9 @@ async def test_plugin_faults(objects, namespace, operator, report):
             finally:
                 ops.stop()
                 text = ops.text()
-                figures["plugin_failures_logged"] += len(re.findall(r"plugin '[^']*' failed", text))
+                failures = re.findall(r"plugin '([^']*)' failed", text)
+                figures["plugin_failures_logged"] += len(failures)
+                figures["plugin_failures_not_naming_it"] += sum("FaultPlugin" not in name for name in failures)
                 figures["slow_hook_warnings"] += text.count("blocked the event loop")
                 report.operator_exits.extend(ops.unexpected_exits)
                 report.evidence(ops, namespace)
@@ -107,6 +110,9 @@ async def test_plugin_faults(objects, namespace, operator, report):
     assert figures["start_failures"] == []
     assert report.stuck == []
     assert figures["slow_hook_warnings"] >= 1
+    # Logged "with its plugin's name": the class a user registered, not a number.
+    assert all("FaultPlugin" in line for line in figures["slow_hook_warning_lines"])
+    assert figures["plugin_failures_not_naming_it"] == 0
     assert report.extra["objects_not_started_exactly_once_by_key_main"] == []
 
 
