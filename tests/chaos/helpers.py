@@ -215,7 +215,7 @@ class Figures:
         try:
             body = await objects.patch_namespaced_custom_object_status(
                 "kopf.dev", "v1", namespace, "kopfexamples", name, {"status": {"chaos": {operator: "done"}}},
-                _content_type=MERGE_PATCH)
+                _content_type=MERGE_PATCH)  # type: ignore[call-arg]
         except client.ApiException as e:
             if e.status != 404:
                 raise
