@@ -1,6 +1,7 @@
 """
-Shared parts of the chaos scenarios: the external system, operators that may be killed and
-restarted, callbacks that check the finalizer is still there, and the figures each one reports.
+Shared parts of the chaos scenarios: objects, callbacks that check the finalizer is still there,
+and the figures each scenario reports (the external system and the operator supervisor have
+modules of their own).
 
 Early release: an object (or one operator's finalizer on it) gone before its callback was sent.
 The callback is a PATCH of the status subresource; its answer shows the object as it is at that
@@ -14,15 +15,14 @@ import json
 import os
 import random
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from kubernetes_asyncio import client
 
-from kopf_outcomes.testing.process import OperatorProcess
+from tests.chaos.external import ExternalSystem
+from tests.chaos.supervisor import Operators
 
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -37,117 +37,6 @@ def seed() -> int:
     value = int(os.environ.get("KOPF_OUTCOMES_CHAOS_SEED") or random.SystemRandom().randrange(1 << 31))
     print(f"chaos seed: {value} (KOPF_OUTCOMES_CHAOS_SEED={value} repeats the run)")
     return value
-
-
-@dataclasses.dataclass(frozen=True)
-class Start:
-    operator: str
-    name: str
-    key: str
-    time: float
-
-
-class ExternalSystem:
-    """Records every start with its idempotency key; ``on_start`` may act at that very moment."""
-
-    def __init__(self, answer_after: float = 0.0) -> None:
-        self.starts: list[Start] = []
-        self.answer_after = answer_after
-        self.on_start: Callable[[Start], None] | None = None
-        self._runner: web.AppRunner | None = None
-
-    async def _start(self, request: web.Request) -> web.Response:
-        data = await request.json()
-        start = Start(str(data["operator"]), str(data["name"]), str(data["key"]), time.monotonic())
-        duplicate = any(s.key == start.key and s.operator == start.operator for s in self.starts)
-        self.starts.append(start)
-        if self.on_start is not None:
-            self.on_start(start)
-        await asyncio.sleep(self.answer_after)
-        return web.json_response({"started": not duplicate})
-
-    async def __aenter__(self) -> str:
-        app = web.Application()
-        app.router.add_post("/start", self._start)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        return f"http://{host}:{port}"
-
-    async def __aexit__(self, *_: object) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    def started(self, name: str, operator: str = "main") -> bool:
-        return any(s.name == name and s.operator == operator for s in self.starts)
-
-    def per_object(self, operator: str = "main") -> dict[str, tuple[int, int]]:
-        """name -> (raw starts, distinct idempotency keys)."""
-        raw: dict[str, int] = defaultdict(int)
-        keys: dict[str, set[str]] = defaultdict(set)
-        for s in self.starts:
-            if s.operator == operator:
-                raw[s.name] += 1
-                keys[s.name].add(s.key)
-        return {name: (raw[name], len(keys[name])) for name in raw}
-
-
-class Operators:
-    """One operator file, started, killed and restarted; counts the exits nobody caused."""
-
-    def __init__(self, make: Callable[[], OperatorProcess]) -> None:
-        self.make = make
-        self.current: OperatorProcess | None = None
-        self.all: list[OperatorProcess] = []
-        self.kills = 0
-        self.unexpected_exits: list[int] = []
-
-    @property
-    def up(self) -> bool:
-        return self.current is not None
-
-    async def start(self) -> OperatorProcess:
-        self.check()
-        op = self.make()
-        self.all.append(op)
-        await op.start()
-        self.current = op
-        return op
-
-    async def ensure_up(self) -> None:
-        """Restart after an exit that no kill caused (counted), so that the rest is still measured."""
-        self.check()
-        if self.current is None:
-            await self.start()
-
-    def kill(self) -> None:
-        self.check()
-        if self.current is not None:
-            self.current.kill()
-            self.kills += 1
-            self.current = None
-
-    def check(self) -> None:
-        """Count an exit of the current operator that no kill caused."""
-        process = self.current._process if self.current is not None else None
-        if process is not None and process.poll() is not None:
-            self.unexpected_exits.append(process.returncode)
-            self.current = None
-
-    def stop(self) -> None:
-        self.check()
-        if self.current is not None:
-            self.current.stop()
-            self.current = None
-
-    def text(self) -> str:
-        return "\n".join(op.text() for op in self.all)
-
-    def pid(self) -> int:
-        assert self.current is not None and self.current._process is not None
-        return self.current._process.pid
 
 
 async def create(objects: client.CustomObjectsApi, namespace: str, names: Iterable[str],

@@ -8,12 +8,11 @@ import asyncio
 import random
 
 from kopf_outcomes.testing.process import OperatorProcess
+from tests.chaos.external import ExternalSystem
 from tests.chaos.fault_proxy import FaultProxy
 from tests.chaos.helpers import (
     QUICK,
     ROOT,
-    ExternalSystem,
-    Operators,
     create,
     delete,
     log_faults,
@@ -22,6 +21,7 @@ from tests.chaos.helpers import (
     wait_finalized,
     wait_until,
 )
+from tests.chaos.supervisor import Operators
 
 OPERATOR = "tests/chaos/operators/sidefx.py"
 

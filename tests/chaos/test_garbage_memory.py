@@ -10,12 +10,11 @@ import asyncio
 import psutil
 
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION, parse
+from tests.chaos.external import ExternalSystem
 from tests.chaos.garbage import FORGED_RELEASE, HANDLER, big, values
 from tests.chaos.helpers import (
     MERGE_PATCH,
     QUICK,
-    ExternalSystem,
-    Operators,
     create,
     delete,
     log_faults,
@@ -24,6 +23,7 @@ from tests.chaos.helpers import (
     wait_finalized,
     wait_until,
 )
+from tests.chaos.supervisor import Operators
 
 OPERATOR = "tests/chaos/operators/sidefx.py"
 RELEASE_ONLY = {"release-star": "*", "release-handler": HANDLER, "release-garbage": ",\u0000,," * 1000}

@@ -9,11 +9,9 @@ import asyncio
 import random
 import time
 
+from tests.chaos.external import ExternalSystem, Start
 from tests.chaos.helpers import (
     QUICK,
-    ExternalSystem,
-    Operators,
-    Start,
     create,
     delete,
     seed,
@@ -21,6 +19,7 @@ from tests.chaos.helpers import (
     wait_finalized,
     wait_until,
 )
+from tests.chaos.supervisor import Operators
 
 OPERATOR = "tests/chaos/operators/sidefx.py"
 

@@ -11,10 +11,9 @@ import random
 import re
 import time
 
+from tests.chaos.external import ExternalSystem
 from tests.chaos.helpers import (
     QUICK,
-    ExternalSystem,
-    Operators,
     create,
     delete,
     seed,
@@ -22,6 +21,7 @@ from tests.chaos.helpers import (
     wait_finalized,
     wait_until,
 )
+from tests.chaos.supervisor import Operators
 
 OPERATOR = "tests/chaos/operators/faulty.py"
 RUN_HOOKS = ("classify_result", "classify_exception", "adjust_outcome", "observe_outcome")

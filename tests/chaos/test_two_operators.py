@@ -11,11 +11,10 @@ import random
 import pytest
 
 from kopf_outcomes.memory import MEMORY_ANNOTATION, keys_for
+from tests.chaos.external import ExternalSystem
 from tests.chaos.helpers import (
     DEFAULT_FINALIZER,
     QUICK,
-    ExternalSystem,
-    Operators,
     create,
     delete,
     seed,
@@ -24,6 +23,7 @@ from tests.chaos.helpers import (
     wait_until,
 )
 from tests.chaos.operators.sidefx_other import FINALIZER as OTHER_FINALIZER
+from tests.chaos.supervisor import Operators
 
 FILES = {"main": "tests/chaos/operators/sidefx.py", "other": "tests/chaos/operators/sidefx_other.py"}
 FINALIZERS = {"main": DEFAULT_FINALIZER, "other": OTHER_FINALIZER}
