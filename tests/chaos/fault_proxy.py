@@ -6,6 +6,7 @@ the proxy talks TLS to the API server, verified with the cluster's CA, and passe
 own credentials through. At a seeded rate, a PATCH is answered with a fault instead: a reset
 connection, a stall before it goes through, a reset after it was applied (the answer is lost), or
 a 429/500/503/409. Watch streams pass through, and some are broken off after a while.
+A test may also aim a fault at the next PATCH of a named object (``forced``).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class FaultProxy:
         self.watch_break_rate = watch_break_rate
         self.stall = stall
         self.counts: Counter[str] = Counter()
+        self.forced: dict[str, str] = {}  # object name -> the fault for its next PATCH
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -44,7 +46,7 @@ class FaultProxy:
                                               auto_decompress=False)
         app = web.Application()
         app.router.add_route("*", "/{path:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2)  # open watches: no 60 s wait
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -72,7 +74,11 @@ class FaultProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         fault = None
-        if request.method == "PATCH" and self.rng.random() < self.patch_rate:
+        name = request.path.rstrip("/").rsplit("/", 1)[-1]
+        if request.method == "PATCH" and name in self.forced:
+            fault = self.forced.pop(name)
+            self.counts[f"forced_{fault}"] += 1
+        elif request.method == "PATCH" and self.rng.random() < self.patch_rate:
             fault = self.rng.choice(FAULTS)
             self.counts[fault] += 1
             self.counts["patches_faulted"] += 1

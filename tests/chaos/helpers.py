@@ -72,6 +72,12 @@ async def wait_until(check: Callable[[], Any], *, timeout: float, interval: floa
         await asyncio.sleep(interval)
 
 
+async def unfinalized(objects: client.CustomObjectsApi, namespace: str, names: Iterable[str],
+                      finalizer: str = DEFAULT_FINALIZER) -> list[str]:
+    found = await present(objects, namespace)
+    return [name for name in names if finalizer not in found.get(name, [])]
+
+
 async def wait_finalized(objects: client.CustomObjectsApi, namespace: str, names: Iterable[str],
                          finalizer: str = DEFAULT_FINALIZER, timeout: float = 30) -> bool:
     wanted = set(names)
@@ -141,9 +147,9 @@ class Figures:
                 "finalizers": meta.get("finalizers"), "status": _short(body.get("status")),
                 "annotations": {k: _short(v) for k, v in (meta.get("annotations") or {}).items()}}
 
-    def evidence(self, ops: Operators, namespace: str) -> None:
-        """The operator's last log lines about each stuck or early-released object."""
-        names = set(self.stuck) | {e.split(":")[0].split("/", 1)[1] for e in self.early_releases}
+    def evidence(self, ops: Operators, namespace: str, more: Iterable[str] = ()) -> None:
+        """The operator's last log lines about each stuck or early-released object (and ``more``)."""
+        names = set(self.stuck) | {e.split(":")[0].split("/", 1)[1] for e in self.early_releases} | set(more)
         records = [r for op in ops.all for r in op.records()]
         for name in sorted(names):
             lines = [f"{r.level} {r.message[:300]}" for r in records if r.object == f"{namespace}/{name}"]
