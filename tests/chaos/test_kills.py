@@ -36,7 +36,7 @@ async def test_sigkills_mid_deletion(objects, namespace, operator, report):
         figures = {"random_kills": 0, "aimed_kills": 0, "callbacks_while_down": 0, "callbacks_while_up": 0}
 
         def kill_at_the_call(start: Start) -> None:  # runs as the external system receives a start
-            if figures["aimed_kills"] < aimed and ops.up and rng.random() < 0.3:
+            if figures["aimed_kills"] < aimed and ops.up and rng.random() < 0.5:
                 ops.kill()
                 figures["aimed_kills"] += 1
 
