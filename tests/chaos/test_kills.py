@@ -1,0 +1,89 @@
+"""
+Scenario 1: SIGKILLs at random moments (seeded) while objects are mid-deletion, some aimed at the
+moment the handler calls the external system; callbacks sent while the operator is down; a
+restart after each kill. The external system dedupes starts on ``recall().idempotency_key``.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from tests.chaos.external import ExternalSystem, Start
+from tests.chaos.helpers import (
+    QUICK,
+    create,
+    delete,
+    seed,
+    starts_figures,
+    wait_finalized,
+    wait_until,
+)
+from tests.chaos.supervisor import Operators
+
+OPERATOR = "tests/chaos/operators/sidefx.py"
+
+
+async def test_sigkills_mid_deletion(objects, namespace, operator, report):
+    report.scenario, report.seed = "kills" + ("-quick" if QUICK else ""), seed()
+    rng = random.Random(report.seed)
+    count, kills, aimed = (12, 4, 2) if QUICK else (40, 12, 5)
+    names = [f"k{i}" for i in range(count)]
+    report.objects = count
+    system = ExternalSystem(answer_after=0.2)  # the handler is inside the call for a moment
+    async with system as url:
+        ops = Operators(lambda: operator(OPERATOR, EXTERNAL_SYSTEM_URL=url))
+        figures = {"random_kills": 0, "aimed_kills": 0, "callbacks_while_down": 0, "callbacks_while_up": 0}
+
+        def kill_at_the_call(start: Start) -> None:  # runs as the external system receives a start
+            if figures["aimed_kills"] < aimed and ops.up and rng.random() < 0.5:
+                ops.kill()
+                figures["aimed_kills"] += 1
+
+        async def call_back_some(rate: float) -> int:
+            ready = [n for n in names if system.started(n) and f"main/{n}" not in report.callbacks]
+            chosen = [n for n in ready if rng.random() < rate]
+            for name in chosen:
+                await report.call_back(objects, namespace, name)
+            return len(chosen)
+
+        try:
+            await ops.start()
+            await create(objects, namespace, names)
+            assert await wait_finalized(objects, namespace, names), "finalizers were not added"
+            system.on_start = kill_at_the_call
+            await delete(objects, namespace, names)
+            deadline = time.monotonic() + (90 if QUICK else 300)
+            while ops.kills < kills and time.monotonic() < deadline:
+                await asyncio.sleep(rng.uniform(0.1, 2.5))
+                if ops.up:
+                    figures["callbacks_while_up"] += await call_back_some(0.1)
+                    ops.kill()
+                    figures["random_kills"] += 1
+                await report.check_held(objects, namespace, names)
+                figures["callbacks_while_down"] += await call_back_some(0.2)
+                await asyncio.sleep(rng.uniform(0.0, 1.0))
+                await ops.start()
+            system.on_start = None
+            if not ops.up:
+                await ops.start()
+            assert await wait_until(lambda: all(system.started(n) for n in names), timeout=60), "not all started"
+            await report.check_held(objects, namespace, names)
+            for name in names:
+                if f"main/{name}" not in report.callbacks:
+                    await report.call_back(objects, namespace, name)
+            await report.settle(objects, namespace, names)
+            ops.check()
+        finally:
+            ops.stop()
+    report.operator_exits = ops.unexpected_exits
+    report.extra.update(figures, kills=ops.kills, operator_starts=len(ops.all))
+    starts_figures(report, system, names)
+    report.evidence(ops, namespace)
+    report.write()
+
+    assert figures["aimed_kills"] >= 1 and figures["callbacks_while_down"] >= 1, "the chaos did not happen"
+    assert report.early_releases == []
+    assert report.stuck == []
+    assert report.operator_exits == []
+    assert report.extra["objects_not_started_exactly_once_by_key_main"] == []
