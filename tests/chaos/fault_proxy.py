@@ -5,7 +5,8 @@ The operator talks plain HTTP to 127.0.0.1 (its kubeconfig from :meth:`FaultProx
 the proxy talks TLS to the API server, verified with the cluster's CA, and passes the operator's
 own credentials through. At a seeded rate, a PATCH is answered with a fault instead: a reset
 connection, a stall before it goes through, a reset after it was applied (the answer is lost), or
-a 429/500/503/409 (a 409 with a real concurrent write of the object, as a conflict has). Watch streams pass through, and some are broken off after a while.
+a 429/500/503/409 (a 409 with a real concurrent write of the object, as a conflict has). Watch
+streams pass through, and some are broken off after a while.
 A test may also aim a fault at the next PATCH of a named object (``forced``).
 """
 from __future__ import annotations
