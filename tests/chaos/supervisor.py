@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kopf_outcomes.testing.process import OperatorProcess
+from kopf_outcomes_testing.process import OperatorProcess
 
 
 class Operators:

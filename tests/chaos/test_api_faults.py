@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from kopf_outcomes.testing.process import OperatorProcess
+from kopf_outcomes_testing.process import OperatorProcess
 from tests.chaos.external import ExternalSystem
 from tests.chaos.fault_proxy import FaultProxy
 from tests.chaos.helpers import (
