@@ -234,6 +234,8 @@ async def execute_handlers_once(
     token = _cycle.set(_Cycle(records=records, handlers=handlers, state=state))
     try:
         plugins = installed()
+        if plugins.observes_objects and body is not None and isinstance(getattr(cause, "reason", None), enum.Enum):
+            _observe_object(plugins, handlers, cause, state, records)
         handlers_todo, woken = [], []
         for h in handlers:
             if state[h.id].awakened:
@@ -269,6 +271,25 @@ async def apply(**kwargs: Any) -> Any:
     if delays:
         kwargs["delays"] = [delay for delay in delays if delay < _PARKED_THRESHOLD]
     return await _current().apply(**kwargs)
+
+
+def _observe_object(plugins: Plugins, handlers: Collection[Any], cause: Any, state: Any,
+                    records: Mapping[str, memory.Record]) -> None:
+    """Tell the plugins which handlers of this object wait, as memory and Kopf's progress say."""
+    waiting: dict[str, str] = {}
+    for handler in handlers:
+        if state[handler.id].finished:
+            continue
+        record = records.get(handler.id)
+        if record is not None and record["outcome"] in ("pending", "retained"):
+            waiting[str(handler.id)] = record["outcome"]
+        elif state[handler.id].retries:
+            waiting[str(handler.id)] = "retrying"
+    try:
+        plugins.manager.hook.kopf_outcomes_observe_object(resource=_resource(cause), body=cause.body, waiting=waiting)
+    except Exception as e:  # contained: an observer never breaks Kopf's cycle
+        cause.logger.error(f"plugin {plugins.culprit(e)!r} failed in kopf_outcomes_observe_object: "
+                           f"{type(e).__name__}: {e}")
 
 
 def _retains_permanent(plugins: Plugins, handler: Any, cause: Any, error: Exception) -> bool:

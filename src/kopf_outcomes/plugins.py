@@ -102,6 +102,7 @@ class Plugins:
             for impl in caller.get_hookimpls()
         )
         self.observed = bool(hook.kopf_outcomes_observe_outcome.get_hookimpls())
+        self.observes_objects = bool(hook.kopf_outcomes_observe_object.get_hookimpls())
         self.only_builtins = self.decides_builtin and not self.observed
 
     @property
