@@ -36,7 +36,8 @@ def kopf_outcomes_observe_outcome(run: HandlerRun, outcome: Outcome, patch: Muta
         pending if pending is not None else (run.body.get("status") or {}).get("conditions") or [])
     at, kind = now(), condition_type(run.handler_id)
     conditions = merged(before, updated(_find(before, kind), kind, status, reason, message, generation, at))
-    conditions = merged(conditions, summary(conditions, generation, _find(before, SUMMARY), at))
+    others = [c for c in conditions if c.get("type") != SUMMARY]  # the summary stays last
+    conditions = [*others, summary(others, generation, _find(before, SUMMARY), at)]
     if conditions != before:
         patch.setdefault("status", {})["conditions"] = conditions
 
