@@ -12,6 +12,7 @@ def main() -> None:
 
 def _register_commands() -> None:
     from kopf_outcomes.cluster.cli import cluster
+    from kopf_outcomes.diagnosis.cli import stuck, why
     from kopf_outcomes.plugins_cli import plugins
     from kopf_outcomes.policy.cli import check_policy, explain
 
@@ -19,6 +20,8 @@ def _register_commands() -> None:
     main.add_command(check_policy)
     main.add_command(explain)
     main.add_command(plugins)
+    main.add_command(why)
+    main.add_command(stuck)
 
 
 _register_commands()
