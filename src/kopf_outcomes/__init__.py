@@ -10,11 +10,20 @@ kopf-outcomes: decide what a Kopf handler run *means*.
         if not external_system_done():
             return kopf_outcomes.Pending("waiting for the callback")
 """
+from kopf_outcomes._version import __version__
+from kopf_outcomes.errors import (
+    KopfOutcomesError,
+    NotInstalledError,
+    OutcomeMisreadError,
+    PluginError,
+    UnsupportedKopfError,
+)
 from kopf_outcomes.hookspecs import hookimpl
+from kopf_outcomes.installation import install, is_installed, plugin_manager, recall, uninstall
+from kopf_outcomes.manager import PluginManager
+from kopf_outcomes.memory import Memory, MemoryRecord
 from kopf_outcomes.options import HandlerOptions, handler_options
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
-from kopf_outcomes.patch import install, installed, uninstall
-from kopf_outcomes.recollection import Recall, recall
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
 
 __all__ = [
@@ -22,16 +31,25 @@ __all__ = [
     "Fatal",
     "HandlerOptions",
     "HandlerRun",
+    "KopfOutcomesError",
+    "Memory",
+    "MemoryRecord",
+    "NotInstalledError",
     "Outcome",
+    "OutcomeMisreadError",
     "Pending",
-    "Recall",
+    "PluginError",
+    "PluginManager",
     "ResourceRef",
     "Retry",
     "Success",
+    "UnsupportedKopfError",
+    "__version__",
     "handler_options",
     "hookimpl",
     "install",
+    "is_installed",
+    "plugin_manager",
     "recall",
-    "installed",
     "uninstall",
 ]

@@ -1,64 +1,78 @@
 """
 The built-in hook implementations: stock Kopf's own reading of results and exceptions.
 
-They run last (``trylast``), so any plugin can decide first. Outcomes they derive from plain
-results and Kopf's exceptions are marked as *stock*: if no plugin replaces such an outcome,
-the run is left to stock Kopf entirely — same messages, same levels, same patches.
+They run last (``trylast``), so any plugin can decide first. :func:`stock_reading` is the one
+place that says what stock Kopf makes of a run; plugins (the policy among them) may call it to
+start from Kopf's meaning and change only what they mean to change.
 """
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import kopf
 
 from kopf_outcomes import hookspecs
+from kopf_outcomes.options import retains_on_delete
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
 
 hookimpl = hookspecs.hookimpl
 
 
-def is_stock(outcome: Outcome) -> bool:
-    """Whether the outcome is the built-in reading of a plain result or a Kopf exception."""
-    return getattr(outcome, "_kopf_outcomes_stock", False)
+class Reading(NamedTuple):
+    """An outcome, and whether it is stock Kopf's own (True) or a handler's choice (False)."""
+
+    outcome: Outcome
+    stock: bool
 
 
-def _stock(outcome: Outcome) -> Outcome:
-    outcome._kopf_outcomes_stock = True  # type: ignore[attr-defined]
-    return outcome
-
-
-@hookimpl(trylast=True)
-def kopf_outcomes_classify_result(run: HandlerRun, result: object) -> Outcome:
+def read_result(run: HandlerRun, result: object) -> Reading:
+    """What a returned value means: an outcome as it is, explicit completion, else stock success."""
     if isinstance(result, Outcome):
-        return result
+        return Reading(result, False)
     if run.options.explicit_completion:
         if result is True:
-            return Success()
+            return Reading(Success(), False)
         if result is False:
-            return Pending("not complete yet")
-        return Retry(
+            return Reading(Pending("not complete yet"), False)
+        return Reading(Retry(
             f"explicit completion expects True or False, got {result!r}; "
             f"the handler will be retried and the finalizer is kept",
             delay=run.backoff,
             level=logging.ERROR,
-        )
-    return _stock(Success(result))
+        ), False)
+    return Reading(Success(result), True)
+
+
+def read_exception(run: HandlerRun, exception: BaseException) -> Reading:
+    """What a raised exception means: an outcome as it is, else exactly as stock Kopf reads it."""
+    if isinstance(exception, Outcome):
+        return Reading(exception, False)
+    message = str(exception) or repr(exception)
+    if isinstance(exception, kopf.TemporaryError):
+        return Reading(Retry(message, delay=exception.delay or 0, level=logging.ERROR), True)
+    if isinstance(exception, kopf.PermanentError):
+        if retains_on_delete(run.reason, None, run.options):
+            return Reading(Fatal(message, on_delete="retain"), False)  # the handler's own option
+        return Reading(Fatal(message), True)
+    if run.errors_mode == "IGNORED":
+        return Reading(Success(), True)
+    if run.errors_mode == "PERMANENT":
+        return Reading(Fatal(message), True)
+    return Reading(Retry(message, delay=run.backoff, level=logging.ERROR), True)
+
+
+def stock_reading(run: HandlerRun, *, result: object = None, exception: BaseException | None = None) -> Reading:
+    """Stock Kopf's (and the handler's own) reading of a run: the answer of the built-ins."""
+    return read_result(run, result) if exception is None else read_exception(run, exception)
+
+
+@hookimpl(trylast=True)
+def kopf_outcomes_classify_result(run: HandlerRun, result: object) -> Outcome:
+    return read_result(run, result).outcome
 
 
 @hookimpl(trylast=True)
 def kopf_outcomes_classify_exception(run: HandlerRun, exception: Exception) -> Outcome:
-    if isinstance(exception, Outcome):
-        return exception
-    message = str(exception) or repr(exception)
-    if isinstance(exception, kopf.TemporaryError):
-        return _stock(Retry(message, delay=exception.delay or 0, level=logging.ERROR))
-    if isinstance(exception, kopf.PermanentError):
-        if run.reason == "delete" and run.options.fatal_on_delete == "retain":
-            return Fatal(message, on_delete="retain")  # the handler's own option: not stock
-        return _stock(Fatal(message))
-    if run.errors_mode == "IGNORED":
-        return _stock(Success())
-    if run.errors_mode == "PERMANENT":
-        return _stock(Fatal(message))
-    return _stock(Retry(message, delay=run.backoff, level=logging.ERROR))
+    return read_exception(run, exception).outcome

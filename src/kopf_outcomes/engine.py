@@ -1,66 +1,152 @@
 """
 Deciding an outcome: classification, adjustment and observation through the plugins.
 
-This module knows nothing of Kopf's internals; :mod:`kopf_outcomes.patch` feeds it runs
-and turns its decisions into what Kopf does next.
+This module knows nothing of Kopf's internals; the Kopf boundary (:mod:`kopf_outcomes._kopf`)
+feeds it runs and turns its decisions into what Kopf does next. Every hook is called here and
+contained here: a plugin that raises anything (``SystemExit`` and ``CancelledError`` too: a
+synchronous hook cannot be cancelled by the loop, so whatever it raises is its own fault) is
+named in the log and the run falls back to the safe side.
 """
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import MutableMapping
-from typing import Any
+import time
+from collections.abc import Callable, Collection, Mapping, MutableMapping
+from typing import Any, TypeVar
 
 from kopf_outcomes import builtin
+from kopf_outcomes.manager import PluginManager
+from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, options_of
 from kopf_outcomes.outcomes import Outcome, Retry
-from kopf_outcomes.plugins import Plugins
-from kopf_outcomes.runs import Decision, HandlerRun
+from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
+
+T = TypeVar("T")
 
 
-def decide(plugins: Plugins, run: HandlerRun, *, result: object = None,
-           exception: Exception | None = None) -> Outcome | None:
+def decide(plugins: PluginManager, run: HandlerRun, *, result: object = None,
+           exception: BaseException | None = None) -> Outcome | None:
     """
     The outcome of a run, or None to leave the run to stock Kopf as it is.
 
     A plugin that fails is contained: the run becomes a Retry at ERROR (finalizer kept).
     """
     if plugins.decides_builtin:  # the hot path: no pluggy round-trips for nothing
-        if exception is None:
-            outcome = builtin.kopf_outcomes_classify_result(run=run, result=result)
-        else:
-            outcome = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
-        return None if builtin.is_stock(outcome) else outcome
-
-    hook = plugins.manager.hook
+        reading = builtin.stock_reading(run, result=result, exception=exception)
+        return None if reading.stock else reading.outcome
+    origin = exception if exception is not None else result
+    started = time.monotonic()
     try:
-        if exception is None:
-            outcome = hook.kopf_outcomes_classify_result(run=run, result=result)
+        if isinstance(origin, Outcome):  # the handler's own decision: nothing to classify
+            outcome = origin
+        elif exception is None:
+            outcome = plugins.classify_result_by_plugins(run=run, result=result)
             _check(plugins, outcome, "kopf_outcomes_classify_result")
         else:
-            outcome = hook.kopf_outcomes_classify_exception(run=run, exception=exception)
+            outcome = plugins.classify_exception_by_plugins(run=run, exception=exception)
             _check(plugins, outcome, "kopf_outcomes_classify_exception")
-        decision = Decision(outcome=outcome, origin=exception if exception is not None else result)
-        hook.kopf_outcomes_adjust_outcome(run=run, decision=decision)
-        _check(plugins, decision.outcome, "kopf_outcomes_adjust_outcome")
-    except Exception as e:
+        stock = None
+        if outcome is None:
+            outcome, is_stock = builtin.stock_reading(run, result=result, exception=exception)
+            stock = outcome if is_stock else None
+        decision = Decision(outcome=outcome, origin=origin, stock_reading=stock)
+        plugins.hook.kopf_outcomes_adjust_outcome(run=run, decision=decision)
+        _check(plugins, decision.outcome, "kopf_outcomes_adjust_outcome", optional=False)
+    except BaseException as e:  # noqa: B036 -- see the module's docstring
         return contained(plugins, run, e)
-    if decision.outcome is outcome and builtin.is_stock(outcome):
-        return None
-    return decision.outcome
+    finally:
+        _report_slow(plugins, run, "kopf_outcomes_adjust_outcome", time.monotonic() - started)
+    return None if decision.stock else decision.outcome
 
 
-def observe(plugins: Plugins, run: HandlerRun, outcome: Outcome,
-            patch: MutableMapping[str, Any]) -> PluginFailure | None:
-    """Tell the observers; return the fallback outcome if one of them failed, else None."""
+def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any],
+            protected: Collection[str] = ()) -> PluginFailure | None:
+    """
+    Tell the observers; return the fallback outcome if one of them failed, else None.
+
+    Observers may add to the patch, but never change ``metadata.finalizers`` or the ``protected``
+    annotations (our memory): such a change is undone, and the run falls back to a retry.
+    """
     if not plugins.observed:
         return None
+    before = _guarded_parts(patch, protected)
+    started = time.monotonic()
     try:
-        plugins.manager.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
-    except Exception as e:
+        plugins.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
+    except BaseException as e:  # noqa: B036
         return contained(plugins, run, e)
+    finally:
+        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
+    if _guarded_parts(patch, protected) != before:
+        _restore(patch, before)
+        names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
+        return contained(plugins, run, HookResultError(names, "an observer changed metadata.finalizers or the "
+                                                              "operator's memory in the patch; the change is undone"))
     return None
 
 
-def contained(plugins: Plugins, run: HandlerRun, error: Exception) -> PluginFailure | None:
+SLOW_HOOK = 0.5  # seconds: every other object waits while a hook blocks the event loop
+
+
+def _report_slow(plugins: PluginManager, run: HandlerRun, hook_name: str, seconds: float) -> None:
+    if seconds > SLOW_HOOK:
+        run.logger.warning(f"{hook_name} blocked the event loop for {seconds:.1f}s (plugins: "
+                           f"{', '.join(plugins.implementers(hook_name))}); every object waits meanwhile: "
+                           f"hooks must be quick.")
+
+
+_ABSENT = object()
+
+
+def _guarded_parts(patch: Mapping[str, Any], protected: Collection[str]) -> dict[str, object]:
+    """What observers may not change: the finalizers and the protected annotations, as they are."""
+    metadata = patch.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    parts = {key: annotations.get(key, _ABSENT) for key in protected}
+    finalizers = metadata.get("finalizers", _ABSENT)
+    parts["finalizers"] = finalizers if finalizers is _ABSENT else copy.deepcopy(finalizers)
+    return parts
+
+
+def _restore(patch: MutableMapping[str, Any], parts: dict[str, object]) -> None:
+    metadata = patch.setdefault("metadata", {})
+    for key, value in parts.items():
+        container = metadata if key == "finalizers" else metadata.setdefault("annotations", {})
+        if value is _ABSENT:
+            container.pop(key, None)
+        else:
+            container[key] = value
+
+
+def options(plugins: PluginManager, fn: object, handler_id: str, resource: ResourceRef | None,
+            logger: logging.Logger | logging.LoggerAdapter[Any]) -> HandlerOptions:
+    """A handler's own options merged with the plugins'; a failing plugin adds none of its own."""
+    own = options_of(fn)
+    if not plugins.provides_options:  # the hot path: no policy, no options plugin
+        return own if own is not None else NO_OPTIONS
+    from_plugins = guarded(plugins, logger, "kopf_outcomes_handler_options",
+                           lambda: plugins.options(handler_id, resource), NO_OPTIONS)
+    return own.merged(from_plugins) if own is not None else from_plugins
+
+
+def owned_fields(plugins: PluginManager, logger: logging.Logger | logging.LoggerAdapter[Any]) -> tuple[str, ...]:
+    """The fields plugins write; a failing plugin is logged, and its fields are not known."""
+    return guarded(plugins, logger, "kopf_outcomes_owned_fields", plugins.owned_fields, ())
+
+
+def guarded(plugins: PluginManager, logger: logging.Logger | logging.LoggerAdapter[Any], hook_name: str,
+            call: Callable[[], T], fallback: T) -> T:
+    """Call a hook that informs (not decides): on failure, log the plugin and use ``fallback``."""
+    try:
+        return call()
+    except BaseException as e:  # noqa: B036
+        culprit = plugins.culprit(e)
+        logger.error(f"plugin {culprit!r} failed in {hook_name}: {type(e).__name__}: {e}; "
+                     f"going on without its answer.")
+        return fallback
+
+
+def contained(plugins: PluginManager, run: HandlerRun, error: BaseException) -> PluginFailure | None:
     """
     A plugin failed: fall back to the safe side. For an object, that is a Retry at ERROR
     (its finalizer is kept); without one (activities), the stock decision (None) is safe,
@@ -87,12 +173,9 @@ class HookResultError(TypeError):
         self.culprit = culprit
 
 
-def _check(plugins: Plugins, outcome: object, hook_name: str) -> None:
+def _check(plugins: PluginManager, outcome: object, hook_name: str, optional: bool = True) -> None:
     """A wrong value comes from no frame of the plugin: name the plugins implementing the hook."""
-    if not isinstance(outcome, Outcome):
-        caller = getattr(plugins.manager.hook, hook_name)
-        names = [plugins.manager.get_name(impl.plugin) or "?" for impl in caller.get_hookimpls()
-                 if impl.plugin is not builtin]
-        raise HookResultError(" or ".join(names) or "a plugin",
+    if not isinstance(outcome, Outcome) and not (optional and outcome is None):
+        raise HookResultError(" or ".join(plugins.implementers(hook_name)) or "a plugin",
                               f"{hook_name} produced {outcome!r}, expected an Outcome "
                               f"(Success, Pending, Retry or Fatal)")

@@ -11,9 +11,15 @@ A run goes through the hooks in this order:
    to the object's patch (never make API calls of its own: the patch is applied by Kopf,
    together with Kopf's own changes, in one request).
 
-A plugin that raises in any hook is contained: it is logged with its name, the run falls
-back to the safe side (``Retry`` at ERROR: the finalizer is kept and the handler runs again),
-and the operator keeps running.
+Every hook is called inside Kopf's event loop, on every handler run: implementations must be
+plain (never ``async def``: such a plugin is refused at registration, with its name), quick, and
+free of I/O. Slow work belongs in a Kopf daemon or a thread that the hook only hands data to.
+A hook that does not exist here is refused at registration too (pluggy's ``check_pending``).
+
+A plugin that raises anything in any hook is contained where the hook is called: it is logged
+with its name, the run falls back to the safe side (``Retry`` at ERROR: the finalizer is kept and
+the handler runs again; for hooks that only inform, the run goes on without the plugin's
+answer), and the operator keeps running.
 """
 from __future__ import annotations
 
@@ -50,9 +56,9 @@ def kopf_outcomes_handler_options(handler_id: str, resource: ResourceRef | None)
 def kopf_outcomes_classify_result(run: HandlerRun, result: object) -> Outcome | None:
     """Decide what a handler's return value means.
 
-    Called after every handler run that returned normally, with the returned value.
-    Stops at the first non-None result. The built-in implementation runs last: an outcome
-    object is taken as it is; with ``explicit_completion``, True/False become
+    Called after every handler run that returned normally, with the returned value, except when
+    the value is an outcome (the handler's own decision). Stops at the first non-None result.
+    The built-in implementation runs last: with ``explicit_completion``, True/False become
     Success/Pending; anything else is a :class:`~kopf_outcomes.Success` carrying the result.
 
     :param run: the handler run.
@@ -65,10 +71,11 @@ def kopf_outcomes_classify_result(run: HandlerRun, result: object) -> Outcome | 
 def kopf_outcomes_classify_exception(run: HandlerRun, exception: Exception) -> Outcome | None:
     """Decide what an exception raised by a handler means.
 
-    Called after every handler run that raised (never for cancellation). Stops at the first
-    non-None result. The built-in implementation runs last and reproduces stock Kopf:
+    Called after every handler run that raised (never for cancellation, never for an outcome the
+    handler raised: that is its own decision). Stops at the first non-None result.
+    The built-in implementation runs last and reproduces stock Kopf:
     ``TemporaryError`` → ``Retry(level=ERROR)``, ``PermanentError`` → ``Fatal``, other
-    exceptions by the handler's ``errors=`` mode; outcome objects raised are taken as they are.
+    exceptions by the handler's ``errors=`` mode.
 
     :param run: the handler run.
     :param exception: what the handler raised.
@@ -86,7 +93,8 @@ def kopf_outcomes_adjust_outcome(run: HandlerRun, decision: Decision) -> None:
 
     :param run: the handler run.
     :param decision: the decision so far; ``decision.origin`` is the handler's own result
-        or exception.
+        or exception; ``decision.stock`` is True while the outcome is stock Kopf's own reading,
+        which Kopf then runs unchanged unless a hook replaces it.
     """
 
 
@@ -130,7 +138,7 @@ def kopf_outcomes_observe_object(
 def kopf_outcomes_owned_fields() -> Iterable[str]:
     """Field paths the plugin writes into objects, e.g. ``"status.conditions"``.
 
-    Called once per process. Changes to these fields never wake a parked handler:
-    an operator must not wake itself up with its own writes.
+    Called once per process, the answers are concatenated. Changes to these fields never wake a
+    parked handler: an operator must not wake itself up with its own writes.
     """
     return ()

@@ -1,21 +1,32 @@
 """
 Per-state handler memory: what state each handler last acted on, and what it concluded.
 
-The memory lives in one annotation of the object, so it survives operator restarts and is
+The memory lives in one annotation of the object per operator, so it survives restarts and is
 written in the same PATCH as Kopf's own progress. Its prefix ends in ``.kopf.zalando.org``,
-which Kopf already treats as another operator's storage: writing it never looks like a
-change of the object to Kopf, and never wakes anyone here either.
+which every Kopf operator treats as Kopf's own storage: writing it never looks like a change of
+the object to Kopf, and never wakes anyone here either.
+
+One operator's memory is its own: the key is derived from the operator's Kopf finalizer
+(``settings.persistence.finalizer``), which Kopf requires to differ between operators that serve
+one resource. The default finalizer keeps the historical key ``outcomes.kopf.zalando.org/memory``.
+
+Reading never raises: any value (any JSON, any size, any depth) that is not a valid memory is
+reported once and read as no memory.
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
+import datetime
 import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 PREFIX = "outcomes.kopf.zalando.org"
-MEMORY_ANNOTATION = f"{PREFIX}/memory"
+DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+MEMORY_ANNOTATION = f"{PREFIX}/memory"  # the default operator's keys
 RELEASE_ANNOTATION = f"{PREFIX}/release"
 
 # Annotation prefixes Kopf uses for its own storages (and marks other Kopf operators' with).
@@ -23,90 +34,188 @@ _KOPF_PREFIX = "kopf.zalando.org"
 _KOPF_MARKER = "kopf-managed"
 _IGNORED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
-Conclusion = Literal["pending", "retry", "success", "fatal", "retained"]
+StoredOutcome = Literal["pending", "retry", "success", "fatal", "retained"]
+STORED_OUTCOMES: frozenset[str] = frozenset({"pending", "retry", "success", "fatal", "retained"})
+
+# What we store is bounded, so that a long reason never makes the object too big to PATCH.
+MAX_REASON = 1024
+TRUNCATED = " [truncated]"
 
 
-class Record(TypedDict):
-    """What one handler concluded about one state of the object."""
-
+class _Conclusion(TypedDict):
     digest: str
-    outcome: Conclusion
+    outcome: StoredOutcome
     reason: str
 
 
-_CONCLUSIONS = frozenset({"pending", "retry", "success", "fatal", "retained"})
-_reported_garbage: set[tuple[str, str]] = set()
+class MemoryRecord(_Conclusion, total=False):
+    """What one handler concluded about one state of the object."""
+
+    since: str  # when this conclusion began (UTC, ISO 8601); kept while it holds
+    depends_on: list[str]  # the fields whose change wakes it; absent: the default scope
+    parked: bool  # Pending without recheck, or a retained finalizer: waits for a change
 
 
-def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]) -> dict[str, Record]:
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """
+    What a running handler remembers (``kopf_outcomes.recall()``): its previous conclusion, and
+    whether that was about the state it sees now.
+
+    A Pending handler runs again on a recheck or when its state changes; a side effect such as
+    "start the external process" must happen once per state, not once per run. The memory is
+    written when the handler concludes, so a crash during the side effect repeats it: pass
+    ``idempotency_key`` to the external system, which can then ignore the repetition.
+
+        memory = kopf_outcomes.recall()
+        if not memory.acted_on_this_state:
+            start_external_process(request_id=memory.idempotency_key)
+        return kopf_outcomes.Pending("waiting for the callback")
+    """
+
+    previous: MemoryRecord | None
+    digest: str
+    idempotency_key: str
+
+    @property
+    def acted_on_this_state(self) -> bool:
+        return self.previous is not None and self.previous["digest"] == self.digest
+
+
+class MemoryKeys(NamedTuple):
+    """The annotations of one operator: its memory, and the one a person sets to release."""
+
+    memory: str
+    release: str
+
+
+def keys_for(finalizer: str | None) -> MemoryKeys:
+    """The annotation keys of the operator whose Kopf finalizer this is."""
+    if not finalizer or finalizer == DEFAULT_FINALIZER:
+        return MemoryKeys(MEMORY_ANNOTATION, RELEASE_ANNOTATION)
+    suffix = hashlib.sha256(finalizer.encode()).hexdigest()[:10]
+    return MemoryKeys(f"{MEMORY_ANNOTATION}.{suffix}", f"{RELEASE_ANNOTATION}.{suffix}")
+
+
+DEFAULT_KEYS = keys_for(None)
+_MAX_REPORTED = 1000
+_reported_garbage: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+
+
+def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any],
+         keys: MemoryKeys = DEFAULT_KEYS) -> dict[str, MemoryRecord]:
     """All handlers' records of this object; garbage is reported once and read as no memory."""
     annotations = (body.get("metadata") or {}).get("annotations")  # runs for every handler run
-    if not annotations or MEMORY_ANNOTATION not in annotations:
+    if not annotations or keys.memory not in annotations:
         return {}
-    raw = annotations[MEMORY_ANNOTATION]
+    raw = annotations[keys.memory]
     try:
-        records = _parse(raw)
+        return parse(raw)
     except ValueError as e:
-        uid, seen = str(body.get("metadata", {}).get("uid")), repr(raw)
-        if (uid, seen) not in _reported_garbage:
-            _reported_garbage.add((uid, seen))
-            logger.warning(f"Ignoring the unreadable handler memory in {MEMORY_ANNOTATION!r}: {e}. "
-                           f"Handlers of this object start with no memory.")
+        _report_once(body, raw, f"Ignoring the unreadable handler memory in {keys.memory!r}: {e}. "
+                                f"Handlers of this object start with no memory.", logger)
         return {}
-    return records
 
 
-def _parse(raw: object) -> dict[str, Record]:
+def _report_once(body: Mapping[str, Any], raw: object, message: str,
+                 logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+    """Warn once per object and value; remember a bounded number of (uid, value digest) pairs."""
+    uid = str((body.get("metadata") or {}).get("uid"))
+    seen = (uid, hashlib.sha256(repr(raw).encode(errors="replace")).hexdigest())
+    if seen in _reported_garbage:
+        return
+    _reported_garbage[seen] = None
+    while len(_reported_garbage) > _MAX_REPORTED:
+        _reported_garbage.popitem(last=False)
+    logger.warning(message)
+
+
+def parse(raw: object) -> dict[str, MemoryRecord]:
+    """The records in an annotation's value; ValueError saying why for anything else."""
     if not isinstance(raw, str):
         raise ValueError(f"expected a JSON string, got {type(raw).__name__}")
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e.msg} at position {e.pos})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object of handler ids, got {type(data).__name__}")
     for handler_id, record in data.items():
-        if (
-            not isinstance(record, dict)
-            or not isinstance(record.get("digest"), str)
-            or record.get("outcome") not in _CONCLUSIONS
-            or not isinstance(record.get("reason"), str)
-        ):
-            raise ValueError(f"the record of handler {handler_id!r} is malformed: {record!r}")
-    return cast(dict[str, Record], data)
+        if not _valid(record):
+            shown = json.dumps(record)[:80] if not isinstance(record, (dict, list)) else type(record).__name__
+            raise ValueError(f"the record of handler {handler_id[:80]!r} is malformed ({shown})")
+    return cast(dict[str, MemoryRecord], data)
+
+
+def _valid(record: object) -> bool:
+    if not isinstance(record, dict):
+        return False
+    outcome, depends_on = record.get("outcome"), record.get("depends_on", [])
+    return (isinstance(record.get("digest"), str)
+            and isinstance(outcome, str) and outcome in STORED_OUTCOMES
+            and isinstance(record.get("reason"), str)
+            and isinstance(record.get("since", ""), str)
+            and isinstance(record.get("parked", False), bool)
+            and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
+
+
+def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
+           parked: bool, depends_on: Sequence[str] | None) -> MemoryRecord:
+    """A new record; ``since`` is kept from the previous one while the conclusion holds."""
+    if len(reason) > MAX_REASON:
+        reason = reason[:MAX_REASON - len(TRUNCATED)] + TRUNCATED
+    same = previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
+    since = previous.get("since") if same and previous is not None else None
+    new = MemoryRecord(digest=digest, outcome=outcome, reason=reason,
+                       since=since or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    if parked:
+        new["parked"] = True
+    if depends_on is not None:
+        new["depends_on"] = list(depends_on)
+    return new
 
 
 def write(
     body: Mapping[str, Any],
     patch: MutableMapping[str, Any],
     handler_id: str,
-    record: Record | None,
+    new: MemoryRecord | None,
     logger: logging.Logger | logging.LoggerAdapter[Any],
+    keys: MemoryKeys = DEFAULT_KEYS,
 ) -> None:
     """Put one handler's record (or its removal) into the pending merge-patch, if it changes."""
     patched = patch.get("metadata", {}).get("annotations", {})
-    if MEMORY_ANNOTATION in patched:
-        pending = patched[MEMORY_ANNOTATION]
-        records = _parse(pending) if pending is not None else {}
+    if keys.memory in patched:
+        pending = patched[keys.memory]
+        records = parse(pending) if pending is not None else {}
     else:
-        records = read(body, logger)
-    if records.get(handler_id) == record:
+        records = read(body, logger, keys)
+    if records.get(handler_id) == new:
         return
-    if record is None:
-        records.pop(handler_id, None)
+    if new is None:
+        if handler_id not in records:
+            return
+        records.pop(handler_id)
     else:
-        records[handler_id] = record
+        records[handler_id] = new
     value = json.dumps(records, sort_keys=True, separators=(",", ":")) if records else None
-    patch.setdefault("metadata", {}).setdefault("annotations", {})[MEMORY_ANNOTATION] = value
+    patch.setdefault("metadata", {}).setdefault("annotations", {})[keys.memory] = value
 
 
-def release_requested(body: Mapping[str, Any], handler_id: str) -> bool:
+def release_requested(body: Mapping[str, Any], handler_id: str, keys: MemoryKeys = DEFAULT_KEYS) -> bool:
     """Whether a person annotated the object to release this handler's retained finalizer."""
-    value = body.get("metadata", {}).get("annotations", {}).get(RELEASE_ANNOTATION)
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
     if not isinstance(value, str):
         return False
     names = {name.strip() for name in value.split(",")}
     return handler_id in names or "*" in names
+
+
+def idempotency_key(uid: str, handler_id: str, digest: str) -> str:
+    """Stable per object, handler and state: what an external system can deduplicate on."""
+    return hashlib.sha256(f"{uid}\0{handler_id}\0{digest}".encode()).hexdigest()[:32]
 
 
 def digest(

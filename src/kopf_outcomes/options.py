@@ -6,6 +6,7 @@ Per-handler options, declared in Python next to Kopf's own decorator.
     def delete_fn(**_): ...
 
 The options ride on the function object, so the order of the two decorators does not matter.
+:class:`HandlerOptions` is the one list of option fields: policies take theirs from it.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from kopf_outcomes.outcomes import FatalOnDelete
+from kopf_outcomes import values
+from kopf_outcomes.values import FatalOnDelete, checked
 
 _ATTRIBUTE = "__kopf_outcomes_options__"
 
@@ -40,16 +42,21 @@ class HandlerOptions:
     remember: bool | None = None
     fatal_on_delete: FatalOnDelete | None = None
 
+    def __post_init__(self) -> None:
+        checked("fatal_on_delete", values.fatal_on_delete, self.fatal_on_delete)
+        if isinstance(self.depends_on, str):
+            raise TypeError("depends_on must be a list of field paths, not a single string")
+
     def merged(self, fallback: HandlerOptions) -> HandlerOptions:
         """These options, with the unset ones taken from ``fallback``."""
         return HandlerOptions(**{
-            field.name: (
-                getattr(self, field.name)
-                if getattr(self, field.name) is not None
-                else getattr(fallback, field.name)
-            )
-            for field in dataclasses.fields(self)
+            name: getattr(self, name) if getattr(self, name) is not None else getattr(fallback, name)
+            for name in OPTION_NAMES
         })
+
+
+OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(HandlerOptions))
+NO_OPTIONS = HandlerOptions()
 
 
 def handler_options(
@@ -62,8 +69,6 @@ def handler_options(
     """Attach options to a handler function; stack it with Kopf's decorator in any order."""
     if isinstance(depends_on, str):
         raise TypeError("depends_on must be a list of field paths, not a single string")
-    if fatal_on_delete not in (None, "release", "retain"):
-        raise ValueError(f"fatal_on_delete must be 'release' or 'retain', got {fatal_on_delete!r}")
     options = HandlerOptions(
         explicit_completion=explicit_completion,
         depends_on=None if depends_on is None else tuple(depends_on),
@@ -82,3 +87,9 @@ def options_of(fn: object) -> HandlerOptions | None:
     """The options attached to a handler function, if any."""
     options = getattr(fn, _ATTRIBUTE, None)
     return options if isinstance(options, HandlerOptions) else None
+
+
+def retains_on_delete(reason: str | None, outcome_on_delete: FatalOnDelete | None,
+                      options: HandlerOptions) -> bool:
+    """The one rule for "retain on delete": the outcome's own choice, else the options', else release."""
+    return reason == "delete" and (outcome_on_delete or options.fatal_on_delete or "release") == "retain"

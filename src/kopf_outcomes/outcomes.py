@@ -2,58 +2,50 @@
 The four outcomes of a handler run: what it *means*, not just whether it raised.
 
 An outcome is an exception so that a handler can either ``return`` it or ``raise`` it
-from deep inside its own helpers; both forms are equal.
+from deep inside its own helpers; both forms are equal. Without ``install()``, stock Kopf
+would read a returned outcome as success, and a raised one by the handler's ``errors=`` mode:
+:mod:`kopf_outcomes.misuse` makes sure it fails loudly instead.
 """
 from __future__ import annotations
 
 import logging
-import math
-from typing import Any, Literal
+from typing import Any
 
-FatalOnDelete = Literal["release", "retain"]
+import kopf
 
+from kopf_outcomes import misuse, values
+from kopf_outcomes.errors import OutcomeMisreadError
+from kopf_outcomes.values import FatalOnDelete, checked
 
-def _level(value: int | str, *, what: str) -> int:
-    """Accept logging levels as numbers or names ("WARNING"), as the logging module does."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{what}: a logging level must be an int or a level name, got {value!r}")
-    if isinstance(value, str):
-        number = logging.getLevelName(value.upper())
-        if not isinstance(number, int):
-            raise ValueError(f"{what}: unknown logging level name {value!r}")
-        return number
-    return value
+__all__ = ["Fatal", "FatalOnDelete", "Outcome", "Pending", "Retry", "Success"]
 
 
-# Kopf stores "run again at" as a timestamp: a delay must fit in one. Waiting "until something
-# changes" is Pending without recheck, not an endless delay.
-MAX_DELAY = 366 * 24 * 3600
+class Outcome(kopf.TemporaryError):
+    """What one handler run means. Return it or raise it from a handler.
 
+    It is a ``kopf.TemporaryError`` only for stock Kopf's sake (see :mod:`kopf_outcomes.misuse`);
+    with kopf-outcomes installed, every outcome is read as what it is.
+    """
 
-def _seconds(value: float | None, *, what: str, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds, got {value!r}")
-    if value < 0 or math.isnan(value):
-        raise ValueError(f"{what} must be zero or positive, got {value!r}")
-    if value > MAX_DELAY:
-        raise ValueError(f"{what} must be at most {MAX_DELAY} seconds (a year), got {value!r}; "
-                         f"to wait until something changes, use Pending() without recheck")
-    return float(value)
-
-
-def _reason(value: object, *, what: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what}: the reason must be a string, got {value!r}")
-    return value
-
-
-class Outcome(Exception):
-    """What one handler run means. Return it or raise it from a handler."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._misread = misuse.misread()  # made inside a handler that stock Kopf invoked
 
     def _fields(self) -> tuple[Any, ...]:
         raise NotImplementedError
+
+    def __str__(self) -> str:
+        reason = self._reason()
+        return f"{reason} ({misuse.HINT})" if self._misread else reason
+
+    def _reason(self) -> str:
+        return str(getattr(self, "reason", ""))
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Outcome:
+        if not misuse.is_installed():
+            raise OutcomeMisreadError(f"{type(self).__name__}({self._reason()!r}) was returned to stock Kopf: "
+                                      f"{misuse.HINT}. The object is left as it was, finalizers included.")
+        return self
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Outcome) and type(other) is type(self) and other._fields() == self._fields()
@@ -71,12 +63,13 @@ class Success(Outcome):
 
     def __init__(self, result: object = None) -> None:
         super().__init__()
+        self.args = ()  # no reason to carry
         self.result = result
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.result,)
 
-    def __str__(self) -> str:
+    def _reason(self) -> str:
         return "success"
 
 
@@ -89,31 +82,29 @@ class Pending(Outcome):
     """
 
     def __init__(self, reason: str, *, recheck: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = _reason(reason, what="Pending")
-        self.recheck = _seconds(recheck, what="Pending(recheck=...)", optional=True)
+        super().__init__(reason, delay=60)
+        self.reason = checked("Pending(reason)", values.reason, reason)
+        self.recheck = None if recheck is None else checked("Pending(recheck=...)", values.seconds, recheck)
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.reason, self.recheck)
 
-    def __str__(self) -> str:
-        return self.reason
 
 
 class Retry(Outcome):
     """A temporary failure, retried after ``delay`` seconds, logged at the chosen ``level``."""
 
+    delay: float
+
     def __init__(self, reason: str, *, delay: float = 60, level: int | str = logging.WARNING) -> None:
         super().__init__(reason)
-        self.reason = _reason(reason, what="Retry")
-        self.delay = _seconds(delay, what="Retry(delay=...)") or 0.0
-        self.level = _level(level, what="Retry(level=...)")
+        self.reason = checked("Retry(reason)", values.reason, reason)
+        self.delay = checked("Retry(delay=...)", values.seconds, delay)
+        self.level = checked("Retry(level=...)", values.level, level)
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.reason, self.delay, self.level)
 
-    def __str__(self) -> str:
-        return self.reason
 
 
 class Fatal(Outcome):
@@ -133,14 +124,10 @@ class Fatal(Outcome):
         on_delete: FatalOnDelete | None = None,
     ) -> None:
         super().__init__(reason)
-        self.reason = _reason(reason, what="Fatal")
-        self.level = _level(level, what="Fatal(level=...)")
-        if on_delete not in (None, "release", "retain"):
-            raise ValueError(f"Fatal(on_delete=...) must be 'release' or 'retain', got {on_delete!r}")
-        self.on_delete: FatalOnDelete | None = on_delete
+        self.reason = checked("Fatal(reason)", values.reason, reason)
+        self.level = checked("Fatal(level=...)", values.level, level)
+        self.on_delete = checked("Fatal(on_delete=...)", values.fatal_on_delete, on_delete)
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.reason, self.level, self.on_delete)
 
-    def __str__(self) -> str:
-        return self.reason

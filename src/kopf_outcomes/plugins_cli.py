@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 
 from kopf_outcomes import hookspecs
-from kopf_outcomes.patch import POLICY_PLUGIN_NAME
-from kopf_outcomes.plugins import ENTRY_POINT_GROUP, PluginError, Plugins
+from kopf_outcomes.errors import PluginError
+from kopf_outcomes.manager import ENTRY_POINT_GROUP, PluginManager
+from kopf_outcomes.policy.plugin import POLICY_PLUGIN_NAME
 
 
 @click.command("plugins")
@@ -21,18 +22,17 @@ from kopf_outcomes.plugins import ENTRY_POINT_GROUP, PluginError, Plugins
               help="Include this policy file, as install() does [env: KOPF_OUTCOMES_POLICY].")
 def plugins(policy_file: Path | None) -> None:
     """List the discovered plugins, their hooks, and the order of the calls."""
-    found = Plugins()
+    manager = PluginManager()
     try:
-        found.load_entry_points()  # honours KOPF_OUTCOMES_PLUGINS and ..._DISABLE_PLUGINS
+        manager.load_entry_points()  # honours KOPF_OUTCOMES_PLUGINS and ..._DISABLE_PLUGINS
     except PluginError as e:
         raise click.ClickException(str(e)) from None
     if policy_file is not None:
         from kopf_outcomes.policy.cli import load_or_exit
         from kopf_outcomes.policy.plugin import PolicyPlugin
 
-        found.register(PolicyPlugin(load_or_exit(policy_file)), name=POLICY_PLUGIN_NAME)
+        manager.register(PolicyPlugin(load_or_exit(policy_file)), name=POLICY_PLUGIN_NAME)
 
-    manager = found.manager
     entry_points = {entry_point.name: entry_point
                     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP)}
     registered = [name for name, _ in manager.list_name_plugin()]

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import HandlerOptions
 from kopf_outcomes.outcomes import Outcome
 
@@ -47,7 +48,7 @@ class HandlerRun(NamedTuple):
     deleting: bool
     options: HandlerOptions
     logger: logging.Logger | logging.LoggerAdapter[Any]
-    previous: Mapping[str, Any] | None = None
+    previous: MemoryRecord | None = None
     # What stock Kopf would do with an arbitrary exception, for the built-in classification.
     errors_mode: str = "TEMPORARY"
     backoff: float = 60.0
@@ -60,7 +61,17 @@ class Decision:
 
     An adjustment hook replaces ``outcome`` to change the decision; the next hook sees
     the replacement. ``origin`` is the handler's own result or exception, unchanged.
+
+    ``stock`` tells whether ``outcome`` is still stock Kopf's own reading of the origin (a plain
+    result, a Kopf exception, an arbitrary exception by the ``errors=`` mode), which no plugin
+    and no handler has chosen. A stock outcome that no hook replaces is left to Kopf entirely:
+    same messages, levels and patches as without kopf-outcomes.
     """
 
     outcome: Outcome
     origin: object = None
+    stock_reading: Outcome | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def stock(self) -> bool:
+        return self.outcome is self.stock_reading

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -45,6 +46,15 @@ async def scrape(port: int, *, activities: bool = False) -> Samples:
             if s.name.startswith("kopf_outcomes_") and not s.name.endswith(("_created", "_bucket", "_sum")):
                 found[(s.name, frozenset(s.labels.items()))] = s.value
     return found
+
+
+async def scrape_sum(port: int) -> float:
+    """The wait histogram's sum for the delete handler (seconds)."""
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+    return sum(s.value for family in text_string_to_metric_families(await asyncio.to_thread(get))
+               for s in family.samples if s.name == f"{WAITED}_sum" and s.labels.get("handler") == "delete_fn")
 
 
 def outcomes(**counts: float) -> Samples:
@@ -96,6 +106,7 @@ async def test_metrics_story_with_a_restart_while_parked(cluster, objects, names
         # Three objects wait for an external system.
         for name in ("p1", "p2", "p3"):
             await start_deleting(objects, namespace, name, {"onDelete": "pending"})
+        p3_pending_at = time.time()
         await settles_at(port, {**outcomes(pending=3), **waiting(pending=3)}, "three pending")
 
         # Two of them are called back: Pending → Success, and each wait is measured once.
@@ -122,6 +133,7 @@ async def test_metrics_story_with_a_restart_while_parked(cluster, objects, names
 
     # Restarted while p3 is parked and f is retained: nothing runs, nothing is written,
     # and the waiting gauge is right at once; the counters of the new process start at zero.
+    restarted_at = time.time()
     audit = AuditLog(cluster.audit_log)
     mark = audit.mark()
     port = free_port()
@@ -140,8 +152,11 @@ async def test_metrics_story_with_a_restart_while_parked(cluster, objects, names
         await eventually(lambda: gone(objects, namespace, "f"), what="f to go")
         await patch_spec(objects, namespace, "p3", {"onDelete": "success"})
         await eventually(lambda: gone(objects, namespace, "p3"), what="p3 to go")
-        await settles_at(port, {**outcomes(fatal_error=1, success=1), **waiting(pending=0, retained=0)},
-                         "all released")
+        # p3's wait began before the restart: measured from its memory's "since", not lost.
+        await settles_at(port, {**outcomes(fatal_error=1, success=1), **waiting(pending=0, retained=0),
+                                **waited(1)}, "all released")
+        waited_sum = await scrape_sum(port)
+        assert waited_sum >= restarted_at - p3_pending_at > 3, (waited_sum, restarted_at - p3_pending_at)
 
 
 async def test_plugin_failures_are_counted_by_plugin(objects, namespace, operator):

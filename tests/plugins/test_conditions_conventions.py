@@ -93,3 +93,20 @@ def test_handlers_without_a_cause_reason_write_nothing():
     patch: dict = {}
     kopf_outcomes_observe_outcome(run(body(conditions=[]), reason=None), Success(), patch)
     assert patch == {}
+
+
+def test_the_release_annotation_is_the_retaining_operators_own():
+    from kopf_outcomes import memory
+
+    mine, other = memory.keys_for("my-op.example.com/finalizer"), memory.keys_for(None)
+    record = {"digest": "d", "outcome": "retained", "reason": "broken"}
+    body_ = body(conditions=[])
+    body_["metadata"]["finalizers"] = [memory.DEFAULT_FINALIZER, "my-op.example.com/finalizer"]
+    body_["metadata"]["annotations"] = {other.memory: '{"delete_fn": {"digest": "d", "outcome": "pending", '
+                                                      '"reason": "x"}}'}
+    patch = {"metadata": {"annotations": {mine.memory: __import__("json").dumps({"delete_fn": record})}}}
+    kopf_outcomes_observe_outcome(run(body_, handler="delete_fn", reason="delete"),
+                                  Fatal("broken", on_delete="retain"), patch)
+    [condition, _] = patch["status"]["conditions"]
+    assert condition["message"].endswith(f" {mine.release}=delete_fn")
+    assert mine.release != other.release

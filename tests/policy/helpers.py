@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from kopf_outcomes import engine
+from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.outcomes import Outcome
-from kopf_outcomes.plugins import Plugins
 from kopf_outcomes.policy import Policy, PolicyPlugin, loads_policy
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import kopf_outcomes
-from kopf_outcomes.patch import POLICY_PLUGIN_NAME
 from kopf_outcomes.policy import (
     Backoff,
     Escalation,
@@ -23,6 +22,7 @@ from kopf_outcomes.policy import (
     load_policy,
     loads_policy,
 )
+from kopf_outcomes.policy.plugin import POLICY_PLUGIN_NAME
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "policies"
 
@@ -162,7 +162,7 @@ after_tries = 3
 outcome = "fatl"
 """
     assert problems(text, tmp_path) == [
-        ", line 1: delay: must be a number of seconds, zero or more, got -1",
+        ", line 1: delay: must be a number of seconds from 0 to 31622400 (a year), got -1",
         ", line 2: explicit_complet: unknown key 'explicit_complet' (did you mean "
         "'explicit_completion'?); allowed here: backoff, delay, depends_on, escalate, exceptions, "
         "explicit_completion, fatal_on_delete, handlers, levels, remember, resources",
@@ -172,7 +172,7 @@ outcome = "fatl"
         'WARNING, ERROR, CRITICAL, got a string ("LOUD")',
         ', line 9: [exceptions."builtins.KeyError"] outcome: expected one of "success", "pending", '
         '"retry", "fatal", got a string ("maybe")',
-        ', line 12: [handlers.delete_fn] fatal_on_delete: expected one of "retain", "release", '
+        ', line 12: [handlers.delete_fn] fatal_on_delete: expected one of "release", "retain", '
         'got a string ("keep")',
         ", line 13: [handlers.delete_fn] depends_on: expected an array of field paths, such as "
         '["spec.size"], got a string ("status.deletion")',
@@ -186,8 +186,14 @@ outcome = "fatl"
     "line, expected",
     [
         ('delay = "5"', 'delay: expected a number of seconds, got a string ("5")'),
-        ("delay = nan", "delay: must be a number of seconds, zero or more, got nan"),
-        ("delay = inf", "delay: must be a number of seconds, zero or more, got inf"),
+        ("delay = nan", "delay: must be a number of seconds from 0 to 31622400 (a year), got nan"),
+        ("delay = inf", "delay: must be a number of seconds from 0 to 31622400 (a year), got inf"),
+        # What check-policy accepts must never fail at run time: Retry() takes no delay over a year.
+        ("delay = 1e10", "delay: must be a number of seconds from 0 to 31622400 (a year), got 1e+10"),
+        ("backoff = { base = 1, cap = 1e9 }",
+         "[backoff] cap: must be a number of seconds from 0 to 31622400 (a year), got 1e+09"),
+        ("levels.retry = 5", "[levels] retry: expected a level name: DEBUG, INFO, WARNING, ERROR, CRITICAL, "
+                             "got a number (5)"),
         (
             "delay = 2024-01-01",
             "delay: expected a number of seconds, got a date or time (2024-01-01)",
@@ -208,11 +214,11 @@ outcome = "fatl"
         ),
         (
             "backoff = { base = -1 }",
-            "[backoff] base: must be a number of seconds, zero or more, got -1",
+            "[backoff] base: must be a number of seconds from 0 to 31622400 (a year), got -1",
         ),
         (
             "backoff = { base = 1, cap = -1 }",
-            "[backoff] cap: must be a number of seconds, zero or more, got -1",
+            "[backoff] cap: must be a number of seconds from 0 to 31622400 (a year), got -1",
         ),
         (
             "backoff = { base = 1, max = 5 }",
@@ -383,7 +389,7 @@ def test_python_policies_are_checked_too() -> None:
     with pytest.raises(PolicyError) as info:
         load_policy(policy)
     assert info.value.messages == [
-        "<Policy object>: delay: must be a number of seconds, zero or more, got -1",
+        "<Policy object>: delay: must be a number of seconds from 0 to 31622400 (a year), got -1",
         '<Policy object>: [exceptions] "nope.Error": '
         "cannot import 'nope' (No module named 'nope')",
         "<Policy object>: [handlers.fn] escalate[0]: "
@@ -398,7 +404,7 @@ def test_policy_error_lists_every_message() -> None:
         loads_policy("delay = -1\nremember = 2\n", source="p.toml")
     assert str(info.value) == (
         "invalid kopf-outcomes policy p.toml (2 problems):\n"
-        "  p.toml, line 1: delay: must be a number of seconds, zero or more, got -1\n"
+        "  p.toml, line 1: delay: must be a number of seconds from 0 to 31622400 (a year), got -1\n"
         "  p.toml, line 2: remember: expected true or false, got a number (2)"
     )
 
@@ -421,7 +427,7 @@ def test_examples_exist() -> None:
 def uninstalled() -> Iterator[None]:
     """A process without the patch, left so: others' installations are not ours to undo."""
     try:
-        kopf_outcomes.installed()
+        kopf_outcomes.plugin_manager()
     except RuntimeError:
         pass
     else:
@@ -434,7 +440,7 @@ def uninstalled() -> Iterator[None]:
 def test_install_registers_the_policy_plugin(tmp_path: Path) -> None:
     path = write(tmp_path, 'exceptions."builtins.TimeoutError" = { outcome = "pending" }\n')
     plugins = kopf_outcomes.install(policy=path, entry_points=False)
-    plugin = plugins.manager.get_plugin(POLICY_PLUGIN_NAME)
+    plugin = plugins.get_plugin(POLICY_PLUGIN_NAME)
     assert isinstance(plugin, PolicyPlugin)
     assert plugin.policy.defaults.exceptions["builtins.TimeoutError"].outcome == "pending"
 
@@ -460,7 +466,7 @@ def test_install_takes_a_python_policy() -> None:
         defaults=Scope(exceptions={"builtins.TimeoutError": ExceptionRule(outcome="pending")})
     )
     plugins = kopf_outcomes.install(policy=policy, entry_points=False)
-    plugin = plugins.manager.get_plugin(POLICY_PLUGIN_NAME)
+    plugin = plugins.get_plugin(POLICY_PLUGIN_NAME)
     assert isinstance(plugin, PolicyPlugin) and plugin.policy is policy
 
 
@@ -490,3 +496,19 @@ def test_every_toml_example_in_the_docs_loads_except_the_invalid_one() -> None:
                 loads_policy(block)
         else:
             loads_policy(block, pyproject=block.startswith("[tool.kopf-outcomes]"))
+
+
+def test_escalation_messages_name_each_steps_own_index(tmp_path: Path) -> None:
+    text = 'escalate = [{after_tries = 2.5, level = "ERROR"}, {after_tries = 3}]\n'
+    assert problems(text, tmp_path) == [
+        ", line 1: [escalate[0]] after_tries: expected a whole number, got a number (2.5)",
+        ', line 1: escalate[1]: set level, or outcome = "fatal", or both',
+    ]
+
+
+def test_an_integer_of_thousands_of_digits_is_a_located_problem_not_a_traceback(tmp_path: Path) -> None:
+    assert problems(f"delay = 5\nescalate = [{{after_tries = {'9' * 5000}, level = \"ERROR\"}}]\n",
+                    tmp_path) == [", line 2: a number too long to read (over 4,300 digits)"]
+    assert problems(f"escalate = [{{after_tries = {'9' * 400}, level = \"ERROR\"}}]\n", tmp_path) == [
+        ", line 1: [escalate[0]] after_tries: expected a whole number up to 1000000000, got a number "
+        "(a number too large to show)"]

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kopf_outcomes import memory, patch
+import kopf_outcomes
+from kopf_outcomes import memory
 
 
 class Collector(logging.Handler):
@@ -47,7 +48,7 @@ def collector(logger: logging.Logger) -> Collector:
 @pytest.fixture(autouse=True)
 def _fresh_garbage_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     """``memory._reported_garbage`` is module-level: each test starts with none reported."""
-    monkeypatch.setattr(memory, "_reported_garbage", set())
+    monkeypatch.setattr(memory, "_reported_garbage", type(memory._reported_garbage)())
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +61,6 @@ def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def unpatched() -> Iterator[None]:
     """Kopf starts unpatched and is left unpatched, whatever the test did."""
-    patch.uninstall()
+    kopf_outcomes.uninstall()
     yield
-    patch.uninstall()
+    kopf_outcomes.uninstall()

@@ -24,7 +24,8 @@ from kopf_outcomes import (
     engine,
     hookimpl,
 )
-from kopf_outcomes.plugins import Plugins
+from kopf_outcomes.engine import PluginFailure
+from kopf_outcomes.manager import PluginManager as Plugins
 from tests.unit.conftest import Collector
 
 NO_OPTIONS = HandlerOptions()
@@ -153,15 +154,24 @@ def test_builtin_reading_of_exceptions_mirrors_kopf(
     exception: Exception, errors_mode: str, expected: Outcome
 ) -> None:
     run = make_run(errors_mode=errors_mode, backoff=9)
-    outcome = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
-    assert outcome == expected
-    assert builtin.is_stock(outcome)
+    assert builtin.kopf_outcomes_classify_exception(run=run, exception=exception) == expected
+    reading = builtin.stock_reading(run, exception=exception)
+    assert reading.outcome == expected
+    assert reading.stock
 
 
 def test_builtin_reading_of_results_marks_plain_results_as_stock() -> None:
-    assert builtin.is_stock(builtin.kopf_outcomes_classify_result(run=make_run(), result=1))
-    assert not builtin.is_stock(builtin.kopf_outcomes_classify_result(run=make_run(), result=Success(1)))
-    assert not builtin.is_stock(Success())
+    assert builtin.stock_reading(make_run(), result=1) == (Success(1), True)
+    assert builtin.stock_reading(make_run(), result=Success(1)) == (Success(1), False)
+
+
+def test_decision_is_stock_only_while_its_outcome_is_the_stock_reading() -> None:
+    stock = Success(1)
+    decision = Decision(outcome=stock, origin=1, stock_reading=stock)
+    assert decision.stock
+    decision.outcome = Success(1)  # equal, but a plugin's own
+    assert not decision.stock
+    assert not Decision(outcome=Success(1), origin=1).stock
 
 
 # --- plugins: classification -------------------------------------------------------------------
@@ -477,7 +487,7 @@ def test_only_builtins_tracks_registration() -> None:
     assert plugins.only_builtins is True
     plugins.register(AdjustOnly(), name="adjust")
     assert plugins.only_builtins is False
-    plugins.unregister("adjust")
+    plugins.unregister(name="adjust")
     assert plugins.only_builtins is True
 
 
@@ -592,13 +602,50 @@ def test_replace_swaps_the_plugin_under_a_name() -> None:
     plugins.register(AdjustOnly(), name="slot")
     replacement = Classifier()
     plugins.replace(replacement, name="slot")
-    assert plugins.manager.get_plugin("slot") is replacement
+    assert plugins.get_plugin("slot") is replacement
     assert engine.decide(plugins, make_run(), exception=TimeoutError()) == Pending("waiting")
     plugins.replace(AdjustOnly(), name="new-slot")  # a free name is simply registered
-    assert plugins.manager.has_plugin("new-slot")
+    assert plugins.has_plugin("new-slot")
 
 
 def test_handler_run_is_read_only() -> None:
     run = make_run()
     with pytest.raises(AttributeError):
         run.retry = 5  # type: ignore[misc]
+
+
+# --- observers may add to the patch, never take a finalizer or the memory away ------------------
+
+
+class FinalizerThief:
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        patch.setdefault("metadata", {})["finalizers"] = []
+        patch["metadata"].setdefault("annotations", {})["outcomes.kopf.zalando.org/memory"] = None
+        patch.setdefault("status", {})["seen"] = True
+
+
+def test_an_observer_that_changes_finalizers_or_memory_is_undone_and_named() -> None:
+    plugins = Plugins()
+    plugins.register(FinalizerThief(), name="thief")
+    patch: dict[str, Any] = {"metadata": {"annotations": {"outcomes.kopf.zalando.org/memory": "{}"}}}
+    fallback = engine.observe(plugins, make_run(), Success(), patch, ["outcomes.kopf.zalando.org/memory"])
+    assert isinstance(fallback, PluginFailure)
+    assert "plugin 'thief' failed" in fallback.reason and "finalizers" in fallback.reason
+    assert "finalizers" not in patch["metadata"]
+    assert patch["metadata"]["annotations"] == {"outcomes.kopf.zalando.org/memory": "{}"}
+    assert patch["status"] == {"seen": True}  # its own additions stay
+
+
+class Exiter:
+    @hookimpl
+    def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+        raise SystemExit(3)
+
+
+def test_a_hook_raising_a_base_exception_is_contained() -> None:
+    plugins = Plugins()
+    plugins.register(Exiter(), name="exiter")
+    outcome = engine.decide(plugins, make_run(), result=None)
+    assert isinstance(outcome, PluginFailure)
+    assert "plugin 'exiter' failed: SystemExit: 3" in outcome.reason

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import kopf_outcomes
-from kopf_outcomes import Decision, HandlerRun, _kopf, hookimpl, patch
-from kopf_outcomes.plugins import Plugins
+from kopf_outcomes import Decision, HandlerRun, hookimpl, installation
+from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.policy import PolicyError
 from tests.unit.kopf_objects import application, execution
 
@@ -20,6 +20,12 @@ PATCHED = [
     (execution, "invoke_handler"),
     (application, "apply"),
 ]
+
+
+def wrappers() -> list[Any]:
+    """The current installation's wrappers, in the order of PATCHED."""
+    assert installation._patch is not None
+    return [getattr(installation._patch, name) for _, name in PATCHED]
 
 
 def kopfs_functions() -> list[Any]:
@@ -35,7 +41,7 @@ def _always_uninstalled(unpatched: None) -> Iterator[None]:
 def stock() -> list[Any]:
     """Kopf's own functions, as they are before any patching."""
     functions = kopfs_functions()
-    assert not any(getattr(f, "__module__", None) == patch.__name__ for f in functions)
+    assert not any(getattr(f, "__module__", None) == "kopf_outcomes._kopf.wrappers" for f in functions)
     return functions
 
 
@@ -47,16 +53,14 @@ class Adjuster:
 def assert_unpatched(stock: list[Any]) -> None:
     assert all(now is before for now, before in zip(kopfs_functions(), stock, strict=True))
     with pytest.raises(RuntimeError):
-        kopf_outcomes.installed()
+        kopf_outcomes.plugin_manager()
 
 
 def test_install_patches_all_four_functions(stock: list[Any]) -> None:
     plugins = kopf_outcomes.install(entry_points=False)
     assert isinstance(plugins, Plugins)
-    assert kopfs_functions() == [
-        patch.execute_handler_once, patch.execute_handlers_once, patch.invoke_handler, patch.apply,
-    ]
-    assert kopf_outcomes.installed() is plugins
+    assert kopfs_functions() == wrappers()
+    assert kopf_outcomes.plugin_manager() is plugins
 
 
 def test_uninstall_restores_kopfs_functions_exactly(stock: list[Any]) -> None:
@@ -77,9 +81,7 @@ def test_install_is_idempotent(stock: list[Any]) -> None:
     first = kopf_outcomes.install(entry_points=False)
     second = kopf_outcomes.install(entry_points=False)
     assert second is first
-    assert kopfs_functions() == [
-        patch.execute_handler_once, patch.execute_handlers_once, patch.invoke_handler, patch.apply,
-    ]
+    assert kopfs_functions() == wrappers()
     kopf_outcomes.uninstall()  # one uninstall undoes both: nothing was wrapped twice
     assert_unpatched(stock)
 
@@ -90,7 +92,7 @@ def test_a_second_install_registers_extra_plugins_only_once() -> None:
     assert kopf_outcomes.install(entry_points=False, plugins=[plugin]) is plugins
     other = Adjuster()
     assert kopf_outcomes.install(entry_points=False, plugins=[plugin, other]) is plugins
-    registered = plugins.manager.get_plugins()
+    registered = plugins.get_plugins()
     assert sum(p is plugin for p in registered) == 1
     assert sum(p is other for p in registered) == 1
     assert plugins.only_builtins is False
@@ -106,7 +108,7 @@ def test_reinstall_after_uninstall_starts_afresh() -> None:
 
 def test_installed_without_install_is_a_clear_error() -> None:
     with pytest.raises(RuntimeError) as info:
-        kopf_outcomes.installed()
+        kopf_outcomes.plugin_manager()
     assert str(info.value) == (
         "kopf-outcomes is not installed: call kopf_outcomes.install() first"
     )
@@ -136,8 +138,8 @@ def test_install_discovers_entry_points_through_the_plugin_manager(
 def test_unsupported_kopf_version_is_refused(
     version: str, monkeypatch: pytest.MonkeyPatch, stock: list[Any]
 ) -> None:
-    monkeypatch.setattr("kopf_outcomes._kopf.metadata.version", lambda name: version)
-    with pytest.raises(_kopf.UnsupportedKopfError) as info:
+    monkeypatch.setattr("kopf_outcomes._kopf.internals.metadata.version", lambda name: version)
+    with pytest.raises(kopf_outcomes.UnsupportedKopfError) as info:
         kopf_outcomes.install(entry_points=False)
     message = str(info.value)
     assert f"Kopf {version} is installed" in message
@@ -148,10 +150,10 @@ def test_unsupported_kopf_version_is_refused(
 def test_unreadable_kopf_version_is_refused(
     monkeypatch: pytest.MonkeyPatch, stock: list[Any]
 ) -> None:
-    monkeypatch.setattr("kopf_outcomes._kopf.metadata.version", lambda name: "garbage")
-    with pytest.raises(_kopf.UnsupportedKopfError) as info:
+    monkeypatch.setattr("kopf_outcomes._kopf.internals.metadata.version", lambda name: "garbage")
+    with pytest.raises(kopf_outcomes.UnsupportedKopfError) as info:
         kopf_outcomes.install(entry_points=False)
-    assert str(info.value) == "kopf-outcomes cannot read the Kopf version 'garbage'"
+    assert str(info.value).startswith("kopf-outcomes cannot read the Kopf version 'garbage'; ")
     assert_unpatched(stock)
 
 
@@ -163,10 +165,10 @@ def test_supported_kopf_versions_are_accepted(version: str, monkeypatch: pytest.
         asked.append(name)
         return version
 
-    monkeypatch.setattr("kopf_outcomes._kopf.metadata.version", fake_version)
+    monkeypatch.setattr("kopf_outcomes._kopf.internals.metadata.version", fake_version)
     kopf_outcomes.install(entry_points=False)
     assert asked == ["kopf"]
-    assert execution.execute_handler_once is patch.execute_handler_once
+    assert execution.execute_handler_once == wrappers()[0]
 
 
 def test_an_invalid_policy_is_refused_before_patching(tmp_path: Path, stock: list[Any]) -> None:
@@ -195,10 +197,10 @@ def test_an_invalid_policy_leaves_an_existing_installation_as_it_was(tmp_path: P
     good.write_text("delay = 5\n", encoding="utf-8")
     bad.write_text("delay = -1\n", encoding="utf-8")
     plugins = kopf_outcomes.install(entry_points=False, policy=good)
-    before = plugins.manager.get_plugin(patch.POLICY_PLUGIN_NAME)
+    before = plugins.get_plugin("kopf_outcomes.policy")
     assert before is not None
     with pytest.raises(PolicyError):
         kopf_outcomes.install(entry_points=False, policy=bad)
-    assert kopf_outcomes.installed() is plugins
-    assert plugins.manager.get_plugin(patch.POLICY_PLUGIN_NAME) is before
-    assert execution.execute_handler_once is patch.execute_handler_once
+    assert kopf_outcomes.plugin_manager() is plugins
+    assert plugins.get_plugin("kopf_outcomes.policy") is before
+    assert execution.execute_handler_once == wrappers()[0]

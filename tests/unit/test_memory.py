@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kopf_outcomes import memory
-from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION, Record
+from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
+from kopf_outcomes.memory import MemoryRecord as Record
 from tests.unit.conftest import Collector
 
 BODY: dict[str, Any] = {

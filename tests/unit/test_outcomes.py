@@ -19,7 +19,7 @@ from kopf_outcomes.engine import PluginFailure
 def test_reason_must_be_a_string(cls: type[Outcome], reason: object) -> None:
     with pytest.raises(TypeError) as info:
         cls(reason)
-    assert str(info.value) == f"{cls.__name__}: the reason must be a string, got {reason!r}"
+    assert str(info.value) == f"{cls.__name__}(reason) must be a string, got {reason!r}"
 
 
 # --- delays and rechecks -----------------------------------------------------------------------
@@ -29,11 +29,13 @@ def test_reason_must_be_a_string(cls: type[Outcome], reason: object) -> None:
 def test_negative_delay_is_rejected(value: float) -> None:
     with pytest.raises(ValueError) as info:
         Retry("x", delay=value)
-    assert str(info.value) == f"Retry(delay=...) must be zero or positive, got {value!r}"
+    assert str(info.value) == (
+        f"Retry(delay=...) must be a number of seconds from 0 to 31622400 (a year), got {value:g}")
 
 
 def test_nan_delay_is_rejected() -> None:
-    with pytest.raises(ValueError, match=r"Retry\(delay=\.\.\.\) must be zero or positive, got nan"):
+    with pytest.raises(ValueError, match=r"Retry\(delay=\.\.\.\) must be a number of seconds from 0 to "
+                                         r"31622400 \(a year\), got nan"):
         Retry("x", delay=math.nan)
 
 
@@ -46,7 +48,7 @@ def test_non_number_delay_is_a_type_error(value: object) -> None:
 
 @pytest.mark.parametrize("value", [-1, math.nan])
 def test_negative_or_nan_recheck_is_rejected(value: float) -> None:
-    with pytest.raises(ValueError, match=r"^Pending\(recheck=\.\.\.\) must be zero or positive"):
+    with pytest.raises(ValueError, match=r"^Pending\(recheck=\.\.\.\) must be a number of seconds from 0 to"):
         Pending("x", recheck=value)
 
 
@@ -96,7 +98,9 @@ def test_default_levels() -> None:
 def test_unknown_level_names_are_rejected(cls: type[Retry] | type[Fatal], name: str) -> None:
     with pytest.raises(ValueError) as info:
         cls("x", level=name)
-    assert str(info.value) == f"{cls.__name__}(level=...): unknown logging level name {name!r}"
+    assert str(info.value) == (
+        f"{cls.__name__}(level=...) must be a logging level name such as DEBUG, INFO, WARNING, ERROR, "
+        f"CRITICAL, got {name!r}")
 
 
 @pytest.mark.parametrize("cls", [Retry, Fatal])
@@ -105,7 +109,7 @@ def test_non_level_values_are_type_errors(cls: type[Retry] | type[Fatal], level:
     with pytest.raises(TypeError) as info:
         cls("x", level=level)  # type: ignore[arg-type]
     assert str(info.value) == (
-        f"{cls.__name__}(level=...): a logging level must be an int or a level name, got {level!r}"
+        f"{cls.__name__}(level=...) must be a logging level (a number, or a name such as WARNING), got {level!r}"
     )
 
 

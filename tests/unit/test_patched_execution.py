@@ -7,6 +7,7 @@ event; the next event's body is the previous one with its patch applied.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 from collections.abc import Callable, Iterator, MutableMapping
@@ -26,11 +27,13 @@ from kopf_outcomes import (
     Success,
     handler_options,
     hookimpl,
+    installation,
     memory,
-    patch,
 )
+from kopf_outcomes._kopf import cycle
+from kopf_outcomes._kopf.cycle import PARKED_DELAY, PARKED_MARK
+from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
-from kopf_outcomes.plugins import Plugins
 from tests.unit.conftest import Collector
 from tests.unit.kopf_objects import (
     Reason,
@@ -62,7 +65,7 @@ Fn = Callable[..., Any]
 
 @pytest.fixture
 def installed(unpatched: None) -> Iterator[Plugins]:
-    yield patch.install(entry_points=False)
+    yield kopf_outcomes.install(entry_points=False)
 
 
 class Counted:
@@ -118,13 +121,17 @@ async def test_pending_parks_the_handler_and_remembers_the_state(
 
     outcome = outcomes["h"]
     assert outcome.final is False
-    assert outcome.delay == patch.PARKED_DELAY
-    assert outcome.exception == pending
-    assert records_in(cause.patch) == {"h": {
+    assert outcome.delay == PARKED_DELAY
+    assert str(outcome.exception) == f"waiting for the callback{PARKED_MARK}"  # marked as parked by us
+    record = records_in(cause.patch)["h"]
+    assert set(records_in(cause.patch)) == {"h"}
+    assert {key: record[key] for key in ("digest", "outcome", "reason", "parked")} == {
         "digest": memory.digest(cause.body, excluded=[("status", "h")]),
         "outcome": "pending",
         "reason": "waiting for the callback",
-    }}
+        "parked": True,
+    }
+    assert datetime.datetime.fromisoformat(record["since"]).tzinfo is not None
     assert above_debug(collector) == [
         (logging.INFO, "Handler 'h' is pending: waiting for the callback"),
     ]
@@ -141,7 +148,7 @@ async def test_pending_again_on_the_same_state_is_logged_at_debug_and_writes_not
     second = changing_cause(body_after(first), logger)  # e.g. a recheck: a fresh, awakened state
     outcomes = await run_handlers([h], second)
 
-    assert outcomes["h"].delay == patch.PARKED_DELAY
+    assert outcomes["h"].delay == PARKED_DELAY
     assert above_debug(collector) == []
     assert (logging.DEBUG, "Handler 'h' is pending: waiting for the callback") in collector.pairs()
     assert records_in(second.patch) == "absent"
@@ -240,9 +247,8 @@ async def test_fatal_retained_on_delete_keeps_the_finalizer_until_released(
 
     outcome = outcomes["h"]
     assert outcome.final is False
-    assert outcome.delay == patch.PARKED_DELAY
-    assert isinstance(outcome.exception, kopf.PermanentError)
-    assert str(outcome.exception) == "broken"
+    assert outcome.delay == PARKED_DELAY
+    assert str(outcome.exception) == f"broken{PARKED_MARK}"  # marked as parked by us
     assert records_in(cause.patch)["h"]["outcome"] == "retained"
     assert records_in(cause.patch)["h"]["reason"] == "broken"
     [(level, message)] = above_debug(collector)
@@ -259,7 +265,7 @@ async def test_fatal_is_retained_by_the_handlers_option(
     cause = changing_cause(BODY, logger, reason=Reason.DELETE)
     outcomes = await run_handlers([handler(fn.fn)], cause)
     assert outcomes["h"].final is False
-    assert outcomes["h"].delay == patch.PARKED_DELAY
+    assert outcomes["h"].delay == PARKED_DELAY
     assert records_in(cause.patch)["h"]["outcome"] == "retained"
 
 
@@ -280,14 +286,14 @@ async def test_kopfs_permanent_error_is_retained_by_the_option_with_a_plugin_pre
         @hookimpl
         def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None: ...
 
-    patch.install(entry_points=False, plugins=[Bystander()])
+    kopf_outcomes.install(entry_points=False, plugins=[Bystander()])
     fn = raising(kopf.PermanentError("broken"))
     handler_options(fatal_on_delete="retain")(fn.fn)
     cause = changing_cause(BODY, logger, reason=Reason.DELETE)
     outcomes = await run_handlers([handler(fn.fn)], cause)
     assert outcomes["h"].final is False
-    assert outcomes["h"].delay == patch.PARKED_DELAY
-    assert isinstance(outcomes["h"].exception, kopf.PermanentError)
+    assert outcomes["h"].delay == PARKED_DELAY
+    assert str(outcomes["h"].exception) == f"broken{PARKED_MARK}"
     assert records_in(cause.patch)["h"]["outcome"] == "retained"
 
 
@@ -356,7 +362,7 @@ async def park(fn: Counted, logger: logging.Logger, **cause_kwargs: Any) -> tupl
     h = handler(fn.fn)
     cause = changing_cause(BODY, logger, **cause_kwargs)
     outcomes = await run_handlers([h], cause)
-    assert outcomes["h"].delay == patch.PARKED_DELAY
+    assert outcomes["h"].delay == PARKED_DELAY
     assert fn.calls == 1
     return h, cause, parked_state([h], outcomes)
 
@@ -501,7 +507,11 @@ async def test_recall_tells_whether_the_handler_acted_on_this_state(
 
     assert [r.acted_on_this_state for r in seen] == [False, True, False]
     assert seen[0].previous is None
-    assert seen[1].previous == {"digest": seen[0].digest, "outcome": "pending", "reason": "waiting"}
+    previous = seen[1].previous
+    assert previous is not None
+    assert (previous["digest"], previous["outcome"], previous["reason"]) == (seen[0].digest, "pending", "waiting")
+    assert seen[1].idempotency_key == seen[0].idempotency_key  # the same object, handler and state
+    assert seen[2].idempotency_key != seen[0].idempotency_key
     assert seen[1].digest == seen[0].digest
     assert seen[2].digest != seen[0].digest
 
@@ -515,7 +525,7 @@ async def test_recall_works_in_sync_handlers_too(installed: Any, logger: logging
 
     first = changing_cause(BODY, logger)
     outcomes = await run_handlers([handler(fn)], first)
-    assert outcomes["h"].delay == patch.PARKED_DELAY
+    assert outcomes["h"].delay == PARKED_DELAY
     await run_handlers([handler(fn)], changing_cause(body_after(first), logger))
     assert seen == [False, True]
 
@@ -555,32 +565,44 @@ def fake_apply(installed: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str
         calls.append(kwargs)
         return "applied"
 
-    assert patch._installed is not None
-    monkeypatch.setattr(patch._installed, "apply", original)
+    assert installation._patch is not None
+    monkeypatch.setattr(installation._patch, "_apply", original)
     return calls
 
 
+def parked_in(*seconds: float) -> None:
+    """What a cycle tells apply(): the deadlines of the handlers it parked, from now."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cycle.parked_deadlines.set(tuple(now + datetime.timedelta(seconds=s) for s in seconds))
+
+
 @pytest.mark.parametrize(
-    ("delays", "passed"),
+    ("parked", "delays", "passed"),
     [
-        ([patch.PARKED_DELAY, 5.0], [5.0]),
-        ([patch.PARKED_DELAY, patch.PARKED_DELAY], []),
-        ([0.0, 60.0, 3600.0], [0.0, 60.0, 3600.0]),
-        ([patch.PARKED_DELAY - 1.0, 1.0], [1.0]),
-        ([], []),
+        ([PARKED_DELAY], [PARKED_DELAY, 5.0], [5.0]),
+        ([PARKED_DELAY, PARKED_DELAY], [PARKED_DELAY, PARKED_DELAY], []),
+        ([], [0.0, 60.0, 3600.0], [0.0, 60.0, 3600.0]),
+        ([PARKED_DELAY], [PARKED_DELAY - 1.0, 1.0], [1.0]),
+        # Not parked by us: a stock delay of any size stays Kopf's, with its sleep and touch.
+        ([], [PARKED_DELAY, 6 * 365 * 24 * 3600.0], [PARKED_DELAY, 6 * 365 * 24 * 3600.0]),
+        ([PARKED_DELAY], [PARKED_DELAY, 6 * 365 * 24 * 3600.0], [6 * 365 * 24 * 3600.0]),
+        ([], [], []),
     ],
 )
-async def test_apply_drops_parked_delays(
-    delays: list[float], passed: list[float], fake_apply: list[dict[str, Any]]
+async def test_apply_drops_the_delays_of_handlers_marked_parked(
+    parked: list[float], delays: list[float], passed: list[float], fake_apply: list[dict[str, Any]]
 ) -> None:
+    parked_in(*parked)
     apply: Any = application.apply  # the patched one, as Kopf's reactor looks it up
     result = await apply(delays=delays, patch={"x": 1}, logger="L")
     assert result == "applied"
     assert fake_apply == [{"delays": passed, "patch": {"x": 1}, "logger": "L"}]
+    assert cycle.parked_deadlines.get() == ()  # told once, for this cycle only
 
 
 async def test_apply_without_delays_passes_everything_on(fake_apply: list[dict[str, Any]]) -> None:
-    await patch.apply(patch={})
+    apply: Any = application.apply
+    await apply(patch={})
     assert fake_apply == [{"patch": {}}]
 
 
@@ -615,7 +637,7 @@ async def test_plain_handlers_behave_as_in_stock_kopf(
     unpatched: None, logger: logging.Logger, collector: Collector,
 ) -> None:
     stock, stock_logs, stock_patch = await run_plain(make, options, logger, collector)
-    patch.install(entry_points=False)
+    kopf_outcomes.install(entry_points=False)
     ours, our_logs, our_patch = await run_plain(make, options, logger, collector)
 
     assert ours.final == stock.final
@@ -644,7 +666,7 @@ class Observer:
 
 async def test_observers_write_into_the_objects_patch(unpatched: None, logger: logging.Logger) -> None:
     observer = Observer()
-    patch.install(entry_points=False, plugins=[observer])
+    kopf_outcomes.install(entry_points=False, plugins=[observer])
     cause = changing_cause(BODY, logger)
     await run_handlers([handler(returning(Pending("waiting")).fn)], cause)
     assert observer.seen == [Pending("waiting")]
@@ -656,7 +678,7 @@ async def test_observers_are_told_of_stock_decisions_too(
     unpatched: None, logger: logging.Logger
 ) -> None:
     observer = Observer()
-    patch.install(entry_points=False, plugins=[observer])
+    kopf_outcomes.install(entry_points=False, plugins=[observer])
     cause = changing_cause(BODY, logger)
     outcomes = await run_handlers([handler(raising(kopf.TemporaryError("later", delay=7)).fn)], cause)
     assert outcomes["h"].delay == 7  # Kopf decided
@@ -672,7 +694,7 @@ async def test_a_failing_observer_turns_any_outcome_into_a_retry(
                                           patch: MutableMapping[str, Any]) -> None:
             raise OSError("metrics down")
 
-    patch.install(entry_points=False, plugins=[Down()])
+    kopf_outcomes.install(entry_points=False, plugins=[Down()])
     cause = changing_cause(BODY, logger)
     outcomes = await run_handlers([handler(returning(Success()).fn, retries=1)], cause)
     assert outcomes["h"].final is False
@@ -689,7 +711,7 @@ async def test_a_plugin_failure_is_never_turned_final_by_retries(
         def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
             raise RuntimeError("adjuster bug")
 
-    patch.install(entry_points=False, plugins=[Broken()])
+    kopf_outcomes.install(entry_points=False, plugins=[Broken()])
     cause = changing_cause(BODY, logger)
     outcomes = await run_handlers([handler(returning({"x": 1}).fn, retries=1, backoff=2.0)], cause)
 

@@ -9,8 +9,10 @@ from typing import Any
 import pluggy
 import pytest
 
-from kopf_outcomes import Decision, HandlerRun, hookimpl
-from kopf_outcomes.plugins import ENTRY_POINT_GROUP, PluginError, Plugins
+import kopf_outcomes
+from kopf_outcomes import Decision, HandlerRun, PluginError, hookimpl
+from kopf_outcomes.manager import ENTRY_POINT_GROUP
+from kopf_outcomes.manager import PluginManager as Plugins
 
 
 class Adjuster:
@@ -47,12 +49,12 @@ def entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeEntryPoint]:
         assert group == ENTRY_POINT_GROUP
         return list(found.values())
 
-    monkeypatch.setattr("kopf_outcomes.plugins.metadata.entry_points", fake_entry_points)
+    monkeypatch.setattr("kopf_outcomes.manager.metadata.entry_points", fake_entry_points)
     return found
 
 
 def registered(plugins: Plugins) -> set[str]:
-    return {name for name, _ in plugins.manager.list_name_plugin() if name != "kopf_outcomes.builtin"}
+    return {name for name, _ in plugins.list_name_plugin() if name != "kopf_outcomes.builtin"}
 
 
 def test_all_installed_plugins_load_by_default(entry_points: dict[str, FakeEntryPoint]) -> None:
@@ -161,6 +163,37 @@ def test_loading_twice_registers_each_plugin_once(entry_points: dict[str, FakeEn
 
 def test_blocked_plugins_are_not_loaded(entry_points: dict[str, FakeEntryPoint]) -> None:
     plugins = Plugins()
-    plugins.manager.set_blocked("c")
+    plugins.set_blocked("c")
     assert plugins.load_entry_points() == ["a", "b"]
     assert entry_points["c"].loads == 0
+
+
+# --- plugins that cannot be used are refused at registration, named ----------------------------
+
+
+class Misspelled:
+    @hookimpl
+    def kopf_outcomes_observe_outcomes(self, run: Any, outcome: Any, patch: Any) -> None: ...
+
+
+class Asynchronous:
+    @hookimpl
+    async def kopf_outcomes_observe_outcome(self, run: Any, outcome: Any, patch: Any) -> None: ...
+
+
+@pytest.mark.parametrize(("plugin", "message"), [
+    (Misspelled(), r"plugin 'misspelled' cannot be used: .*unknown hook 'kopf_outcomes_observe_outcomes'"),
+    (Asynchronous(), r"plugin 'asynchronous' implements kopf_outcomes_observe_outcome as 'async def'"),
+])
+def test_an_unusable_plugin_is_refused_with_its_name(plugin: object, message: str) -> None:
+    manager = Plugins()
+    with pytest.raises(PluginError, match=message):
+        manager.register(plugin, name=type(plugin).__name__.lower())
+    assert not manager.is_registered(plugin)
+    assert manager.only_builtins  # nothing of it stays behind
+
+
+def test_install_refuses_an_unusable_plugin_and_patches_nothing(unpatched: None) -> None:
+    with pytest.raises(PluginError, match="'async def'"):
+        kopf_outcomes.install(entry_points=False, plugins=[Asynchronous()])
+    assert not kopf_outcomes.is_installed()

@@ -10,7 +10,9 @@ from typing import Any
 import kopf
 import pytest
 
-from kopf_outcomes import Pending, Retry, handler_options, memory, patch
+import kopf_outcomes
+from kopf_outcomes import Pending, Retry, handler_options, memory
+from kopf_outcomes._kopf.cycle import PARKED_DELAY
 from kopf_outcomes.memory import MEMORY_ANNOTATION
 from tests.unit.conftest import Collector
 from tests.unit.kopf_objects import Reason, changing_cause, handler, parked_state, run_handlers
@@ -18,10 +20,10 @@ from tests.unit.kopf_objects import Reason, changing_cause, handler, parked_stat
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(memory, "_reported_garbage", set())
-    patch.uninstall()
+    monkeypatch.setattr(memory, "_reported_garbage", type(memory._reported_garbage)())
+    kopf_outcomes.uninstall()
     yield
-    patch.uninstall()
+    kopf_outcomes.uninstall()
 
 
 # Bug 1: memory.read() raises TypeError for unhashable non-string garbage.
@@ -38,7 +40,7 @@ def test_read_unhashable_garbage_is_no_memory(raw: Any, logger: logging.Logger,
 # Bug 2: handler_options(fatal_on_delete="retain") is ignored for kopf.PermanentError
 # when no plugin/policy is registered (the hot path in patch.invoke_handler re-raises).
 async def test_permanent_error_is_retained_by_the_option_without_plugins(logger: logging.Logger) -> None:
-    patch.install(entry_points=False)
+    kopf_outcomes.install(entry_points=False)
 
     async def fn(**_: Any) -> None:
         raise kopf.PermanentError("broken")
@@ -47,7 +49,7 @@ async def test_permanent_error_is_retained_by_the_option_without_plugins(logger:
     cause = changing_cause({"metadata": {"name": "n", "uid": "u"}}, logger, reason=Reason.DELETE)
     outcomes = await run_handlers([handler(fn)], cause)
     assert outcomes["h"].final is False
-    assert outcomes["h"].delay == patch.PARKED_DELAY
+    assert outcomes["h"].delay == PARKED_DELAY
 
 
 # Bug 3: infinite (or huge) recheck/delay pass validation, but Kopf cannot store them.
@@ -59,7 +61,7 @@ async def test_non_finite_delays_are_rejected_or_storable(make: Any, logger: log
         outcome = make()
     except (ValueError, TypeError):
         return  # rejected at construction with a clear message: fine
-    patch.install(entry_points=False)
+    kopf_outcomes.install(entry_points=False)
 
     async def fn(**_: Any) -> Any:
         return outcome

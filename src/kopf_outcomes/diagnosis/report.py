@@ -13,20 +13,22 @@ from kopf_outcomes import memory
 from kopf_outcomes.diagnosis import progress
 from kopf_outcomes.diagnosis.kube import Kind
 
-KOPF_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+KOPF_FINALIZER = memory.DEFAULT_FINALIZER
 _logger = logging.getLogger("kopf_outcomes.diagnosis")
 
 
-def records(body: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Our memory of the object — only through kopf_outcomes.memory, whose format is its own."""
-    return {handler_id: dict(record) for handler_id, record in memory.read(body, _logger).items()}
+def records(body: Mapping[str, Any], finalizer: str = KOPF_FINALIZER) -> dict[str, dict[str, Any]]:
+    """The operator's memory of the object (its keys derive from its finalizer) — read only
+    through kopf_outcomes.memory, whose format is its own."""
+    found = memory.read(body, _logger, memory.keys_for(finalizer))
+    return {handler_id: dict(record) for handler_id, record in found.items()}
 
 
-def release_command(kind: Kind, body: Mapping[str, Any], handler_id: str) -> str:
+def release_command(kind: Kind, body: Mapping[str, Any], handler_id: str, finalizer: str = KOPF_FINALIZER) -> str:
     metadata = body.get("metadata") or {}
     namespace = f" -n {metadata['namespace']}" if metadata.get("namespace") else ""
     return (f"kubectl annotate {kind.qualified} {metadata.get('name')}{namespace} "
-            f"{memory.RELEASE_ANNOTATION}={handler_id}")
+            f"{memory.keys_for(finalizer).release}={handler_id}")
 
 
 def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "both",
@@ -35,7 +37,7 @@ def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "
     """Everything ``why`` shows, as plain data (the ``-o json``/``yaml`` form)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     metadata = body.get("metadata") or {}
-    remembered = records(body)
+    remembered = records(body, finalizer)
     progresses = progress.read(body, remembered, storage=storage, prefix=prefix, status_field=status_field)
     handlers = []
     for handler_id in dict.fromkeys([*progresses, *remembered]):
@@ -46,7 +48,7 @@ def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "
             "state": state,
             "memory": record,
             "progress": kopf_progress,
-            "release": release_command(kind, body, handler_id) if state == "retained" else None,
+            "release": release_command(kind, body, handler_id, finalizer) if state == "retained" else None,
         })
     retained = [h["id"] for h in handlers if h["state"] == "retained"]
     deleted_at = metadata.get("deletionTimestamp")

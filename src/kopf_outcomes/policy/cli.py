@@ -14,9 +14,9 @@ from pathlib import Path
 import click
 
 from kopf_outcomes import builtin, engine
+from kopf_outcomes.manager import PluginManager
+from kopf_outcomes.options import retains_on_delete
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
-from kopf_outcomes.patch import POLICY_PLUGIN_NAME
-from kopf_outcomes.plugins import Plugins
 from kopf_outcomes.policy.errors import PolicyError
 from kopf_outcomes.policy.loading import load_policy
 from kopf_outcomes.policy.model import Backoff, ExceptionRule, Policy, Scope
@@ -29,9 +29,12 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 
 @click.command("check-policy")
 @click.argument("file", type=_FILE)
-def check_policy(file: Path) -> None:
+@click.option("--no-import", "no_import", is_flag=True,
+              help="Check exception names for their form only: import no module the policy names "
+                   "(by default they are imported, which runs their top-level code).")
+def check_policy(file: Path, no_import: bool) -> None:
     """Check a policy file (TOML, or a pyproject.toml): exit 0 if valid, else list every problem."""
-    policy = load_or_exit(file)
+    policy = load_or_exit(file, import_names=not no_import)
     rules = sum(len(scope.exceptions) for scope in _scopes(policy))
     click.echo(f"{file}: valid policy: {len(policy.handlers)} handler scope(s), "
                f"{len(policy.resources)} resource scope(s), {rules} exception rule(s)")
@@ -60,8 +63,8 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
     if (exception_name is None) == (result is None):
         raise click.UsageError("give exactly one of --exception or --result")
     plugin = PolicyPlugin(load_or_exit(policy_file))
-    plugins = Plugins()
-    plugins.register(plugin, name=POLICY_PLUGIN_NAME)
+    plugins = PluginManager()
+    plugins.register(plugin, name=plugin.name)
     ref = _resource(resource, kind)
     # A resource handler runs for an object: then a failing plugin shows as a Retry, as it would.
     body = {"metadata": {"name": "(explain)"}} if ref is not None else None
@@ -94,7 +97,7 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
                 note = " (the rule's own value applies)" if own is not None else ""
                 click.echo(f"setting:     {setting.where} = {_show(setting.value)}{note}")
         outcome = engine.decide(plugins, run, exception=exception)
-        stock = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
+        stock = builtin.stock_reading(run, exception=exception).outcome
     else:
         origin = _value(result or "")
         click.echo(f"result:      {origin!r}")
@@ -102,7 +105,7 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
                else "the built-in reading (explicit_completion is off)")
         click.echo(f"decided by:  {how}")
         outcome = engine.decide(plugins, run, result=origin)
-        stock = builtin.kopf_outcomes_classify_result(run=run, result=origin)
+        stock = builtin.stock_reading(run, result=origin).outcome
 
     steps = plugin.resolver.escalation(handler_id, ref, origin)
     for index, step in enumerate(steps.value if steps else ()):
@@ -117,16 +120,15 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
         click.echo(f"outcome:     {_describe(stock, run, 'release')} — stock Kopf runs it "
                    f"unchanged")
     else:
-        on_delete = run.options.fatal_on_delete or "release"
-        if isinstance(outcome, Fatal) and outcome.on_delete is not None:
-            on_delete = outcome.on_delete
+        chosen = outcome.on_delete if isinstance(outcome, Fatal) else None
+        on_delete = "retain" if retains_on_delete("delete", chosen, run.options) else "release"
         click.echo(f"outcome:     {_describe(outcome, run, on_delete)}")
 
 
-def load_or_exit(file: Path) -> Policy:
+def load_or_exit(file: Path, *, import_names: bool = True) -> Policy:
     """The policy in a file; or its problems, one a line, on stderr, and exit status 1."""
     try:
-        return load_policy(file)
+        return load_policy(file, import_names=import_names)
     except PolicyError as e:
         for message in e.messages:
             click.echo(message, err=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kopf_outcomes import values
 from kopf_outcomes.policy import _toml, validation
 from kopf_outcomes.policy.errors import KeyPath, PolicyError, Problem, render
 from kopf_outcomes.policy.model import (
@@ -29,20 +30,20 @@ from kopf_outcomes.policy.model import (
 )
 
 PYPROJECT_TABLE = ("tool", "kopf-outcomes")
-LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LEVEL_NAMES = values.LEVEL_NAMES
 
 _INVALID: Any = object()  # a value that was reported as a problem and is left out of the model
 
 Read = Callable[["_Reader", object, KeyPath], Any]
 
 
-def load_policy(source: Policy | str | os.PathLike[str]) -> Policy:
+def load_policy(source: Policy | str | os.PathLike[str], *, import_names: bool = True) -> Policy:
     """
     A checked policy from a :class:`Policy`, a TOML file, or a pyproject.toml (its
     ``[tool.kopf-outcomes]`` table). Raises :class:`PolicyError` listing every problem.
     """
     if isinstance(source, Policy):
-        problems = validation.check(source)
+        problems = validation.check(source, import_names=import_names)
         if problems:
             raise PolicyError("<Policy object>", render("<Policy object>", problems))
         return source
@@ -51,11 +52,13 @@ def load_policy(source: Policy | str | os.PathLike[str]) -> Policy:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PolicyError(str(path), [f"{path}: cannot read the policy file: {e}"]) from e
-    return loads_policy(text, source=str(path), pyproject=path.name == "pyproject.toml")
+    return loads_policy(text, source=str(path), pyproject=path.name == "pyproject.toml", import_names=import_names)
 
 
-def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False) -> Policy:
-    """A checked policy from TOML text; ``source`` names it in messages."""
+def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False,
+                 import_names: bool = True) -> Policy:
+    """A checked policy from TOML text; ``source`` names it in messages. ``import_names``: see
+    :func:`~kopf_outcomes.policy.validation.check`."""
     try:
         document = _toml.loads(text)
     except (_toml.TOMLDecodeError, RecursionError) as e:
@@ -65,6 +68,11 @@ def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False
                 else text.count("\n") + 1 if "at end of document" in message else None)
         head = f"{source}, line {line}" if line is not None else source
         raise PolicyError(source, [f"{head}: TOML syntax error: {message}"]) from e
+    except ValueError:  # numbers of over 4,300 digits: Python refuses to convert them
+        digits = re.search(r"[0-9_]{4000,}", text)
+        line = text.count("\n", 0, digits.start()) + 1 if digits else None
+        head = f"{source}, line {line}" if line is not None else source
+        raise PolicyError(source, [f"{head}: a number too long to read (over 4,300 digits)"]) from None
     prefix: KeyPath = ()
     if pyproject:
         prefix = PYPROJECT_TABLE
@@ -76,7 +84,7 @@ def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False
         document = table
     reader = _Reader()
     policy = reader.policy(document)
-    problems = reader.problems + validation.check(policy)
+    problems = reader.problems + validation.check(policy, import_names=import_names)
     if problems:
         raise PolicyError(source, render(source, problems, text, prefix))
     return policy
@@ -136,7 +144,7 @@ def _describe(value: object) -> str:
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, (int, float)):
-        return f"a number ({value})"
+        return f"a number ({values.show(value)})"
     if isinstance(value, str):
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"a string ({json.dumps(shown, ensure_ascii=False)})"
@@ -172,7 +180,12 @@ _seconds = _number("a number of seconds")
 def _count(reader: _Reader, value: object, path: KeyPath) -> Any:
     if isinstance(value, bool) or not isinstance(value, int):
         return reader.wrong(value, path, "a whole number")
+    if abs(value) > _MAX_COUNT:  # bounded before any conversion: 5,000 digits do not fit a message
+        return reader.wrong(value, path, f"a whole number up to {_MAX_COUNT}")
     return value
+
+
+_MAX_COUNT = 10**9
 
 
 def _level(reader: _Reader, value: object, path: KeyPath) -> Any:
@@ -215,12 +228,21 @@ def _table(cls: type[Any], readers: Mapping[str, Read], required: tuple[str, ...
     return read
 
 
-def _array(item: Read) -> Read:
+def _steps(item: Read) -> Read:
+    """
+    An array of escalation steps. If any step is invalid, the array is left out of the model, and
+    the valid steps are checked here, each under its own index (the model's indices would shift).
+    """
     def read(reader: _Reader, value: object, path: KeyPath) -> Any:
         if not isinstance(value, list):
             return reader.wrong(value, path, "an array of tables")
         items = [item(reader, element, (*path, index)) for index, element in enumerate(value)]
-        return tuple(element for element in items if element is not _INVALID)
+        if all(element is not _INVALID for element in items):
+            return tuple(items)
+        for index, element in enumerate(items):
+            if element is not _INVALID:
+                reader.problems.extend(validation.escalation_step(element, (*path, index)))
+        return _INVALID
     return read
 
 
@@ -235,7 +257,7 @@ def _keyed(item: Read) -> Read:
 
 _BACKOFF = _table(Backoff, {"base": _seconds, "factor": _number("a number"), "cap": _seconds,
                             "jitter": _number("a fraction from 0 to 1")}, required=("base",))
-_ESCALATE = _array(_table(Escalation, {"after_tries": _count, "after_seconds": _seconds,
+_ESCALATE = _steps(_table(Escalation, {"after_tries": _count, "after_seconds": _seconds,
                                        "level": _level, "outcome": _choice("fatal")}))
 _RULE = _table(ExceptionRule, {
     "outcome": _choice(*OUTCOME_NAMES),
@@ -248,7 +270,7 @@ _SCOPE_READERS: dict[str, Read] = {
     "explicit_completion": _boolean,
     "depends_on": _field_paths,
     "remember": _boolean,
-    "fatal_on_delete": _choice("retain", "release"),
+    "fatal_on_delete": _choice(*values.FATAL_ON_DELETE),
     "levels": _table(Levels, {"retry": _level, "fatal": _level}),
     "delay": _seconds,
     "backoff": _BACKOFF,

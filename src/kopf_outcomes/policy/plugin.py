@@ -11,15 +11,19 @@ import logging
 
 from kopf_outcomes import builtin
 from kopf_outcomes.hookspecs import hookimpl
-from kopf_outcomes.options import HandlerOptions
+from kopf_outcomes.options import HandlerOptions, retains_on_delete
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.policy.model import Backoff, Escalation, ExceptionRule, Policy
 from kopf_outcomes.policy.resolution import Resolver, Setting, Settings
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
 
+POLICY_PLUGIN_NAME = "kopf_outcomes.policy"
+
 
 class PolicyPlugin:
     """Decides outcomes by a :class:`~kopf_outcomes.policy.Policy`; checks it when created."""
+
+    name = POLICY_PLUGIN_NAME
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -36,12 +40,10 @@ class PolicyPlugin:
     def kopf_outcomes_classify_exception(
         self, run: HandlerRun, exception: Exception
     ) -> Outcome | None:
-        if isinstance(exception, Outcome):
-            return None  # the handler's own decision
         found = self.resolver.match(run.handler_id, run.resource, type(exception))
         if found is None:
             return None
-        stock = builtin.kopf_outcomes_classify_exception(run=run, exception=exception)
+        stock = builtin.stock_reading(run, exception=exception).outcome
         settings = self.resolver.settings(run.handler_id, run.resource)
         outcome = _by_rule(found.rule, stock, settings, run, str(exception) or repr(exception))
         # What equals the stock reading is left to the built-in: stock Kopf then runs it as is.
@@ -51,7 +53,7 @@ class PolicyPlugin:
     def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
         settings = self.resolver.settings(run.handler_id, run.resource)
         outcome = decision.outcome
-        if builtin.is_stock(outcome):
+        if decision.stock:
             outcome = _restyled(outcome, settings, run)
         steps = self.resolver.escalation(run.handler_id, run.resource, decision.origin)
         if steps is not None:
@@ -86,7 +88,7 @@ def _restyled(stock: Outcome, settings: Settings, run: HandlerRun) -> Outcome:
         delay = _delay(settings.timing, run) if settings.timing is not None else stock.delay
         return Retry(stock.reason, delay=delay, level=_level(None, settings.retry_level, stock))
     # Stock Kopf releases the finalizer on a PermanentError; "retain" must hold for it too.
-    retain = run.reason == "delete" and run.options.fatal_on_delete == "retain"
+    retain = retains_on_delete(run.reason, None, run.options)
     if isinstance(stock, Fatal) and (settings.fatal_level or retain):
         return Fatal(stock.reason, level=_level(None, settings.fatal_level, stock),
                      on_delete="retain" if retain else None)

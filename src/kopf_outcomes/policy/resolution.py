@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from kopf_outcomes.options import HandlerOptions
+from kopf_outcomes.options import OPTION_NAMES, HandlerOptions
 from kopf_outcomes.outcomes import Outcome
 from kopf_outcomes.policy.errors import KeyPath, PolicyError, dotted, render
 from kopf_outcomes.policy.model import Backoff, Escalation, ExceptionRule, Policy, Scope
@@ -22,7 +22,7 @@ from kopf_outcomes.runs import ResourceRef
 
 T = TypeVar("T")
 
-_OPTIONS = ("explicit_completion", "depends_on", "remember", "fatal_on_delete")
+_OPTIONS = OPTION_NAMES
 
 
 @dataclasses.dataclass(frozen=True)

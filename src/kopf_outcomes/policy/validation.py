@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
+from kopf_outcomes import values
 from kopf_outcomes.outcomes import Outcome
 from kopf_outcomes.policy.errors import KeyPath, Problem
 from kopf_outcomes.policy.model import (
@@ -21,12 +22,24 @@ from kopf_outcomes.policy.model import (
 )
 
 
-def resolve_exception(name: str) -> type[Exception]:
-    """The exception class a dotted name stands for; ValueError saying why if none."""
+def check_exception_name(name: str) -> list[str]:
+    """The parts of a dotted class name; ValueError if it cannot be one. Imports nothing."""
     parts = name.split(".")
     if len(parts) < 2 or not all(part.isidentifier() for part in parts):
         raise ValueError('expected the dotted name of an exception class, such as '
                          '"kopf.TemporaryError" or "builtins.TimeoutError"')
+    return parts
+
+
+def resolve_exception(name: str) -> type[Exception]:
+    """
+    The exception class a dotted name stands for; ValueError saying why if none.
+
+    This imports the modules the name names, and so runs their top-level code, as ``import``
+    would: a policy file is code-adjacent configuration, to be trusted as the operator's code is.
+    ``check-policy --no-import`` checks the names without importing them.
+    """
+    parts = check_exception_name(name)
     failure = f"no module {parts[0]!r}"
     for split in range(len(parts) - 1, 0, -1):
         module_name = ".".join(parts[:split])
@@ -52,37 +65,39 @@ def resolve_exception(name: str) -> type[Exception]:
     raise ValueError(failure)
 
 
-def check(policy: Policy) -> list[Problem]:
-    """Every problem in the policy, with key paths as a TOML file would spell them."""
-    problems = list(_scope(policy.defaults, ()))
+def check(policy: Policy, *, import_names: bool = True) -> list[Problem]:
+    """Every problem in the policy, with key paths as a TOML file would spell them.
+
+    Without ``import_names``, exception names are checked for their form only, nothing is imported.
+    """
+    problems = list(_scope(policy.defaults, (), import_names))
     for section, scopes in (("handlers", policy.handlers), ("resources", policy.resources)):
         for name, scope in scopes.items():
             if not name.strip() or name != name.strip():
                 problems.append(Problem((section, name), "must be a non-empty name without "
                                                          "surrounding spaces"))
-            problems.extend(_scope(scope, (section, name)))
+            problems.extend(_scope(scope, (section, name), import_names))
     return problems
 
 
-def _scope(scope: Scope, path: KeyPath) -> Iterator[Problem]:
+def _scope(scope: Scope, path: KeyPath, import_names: bool) -> Iterator[Problem]:
     for index, field in enumerate(scope.depends_on or ()):
         if not field or any(not part for part in field.split(".")):
             yield Problem((*path, "depends_on", index),
                           f'must be a field path such as "spec.size", got {field!r}')
-    if scope.fatal_on_delete not in (None, "retain", "release"):
-        yield Problem((*path, "fatal_on_delete"),
-                      f'must be "retain" or "release", got {scope.fatal_on_delete!r}')
+    yield from _value_rule(values.fatal_on_delete, scope.fatal_on_delete, (*path, "fatal_on_delete"))
     yield from _levels(scope.levels, (*path, "levels"))
     yield from _timing(scope.delay, scope.backoff, path)
     yield from _escalate(scope.escalate, (*path, "escalate"))
-    yield from _exceptions(scope.exceptions, (*path, "exceptions"))
+    yield from _exceptions(scope.exceptions, (*path, "exceptions"), import_names)
 
 
-def _exceptions(rules: Mapping[str, ExceptionRule], path: KeyPath) -> Iterator[Problem]:
-    seen: dict[type[Exception], str] = {}
+def _exceptions(rules: Mapping[str, ExceptionRule], path: KeyPath, import_names: bool) -> Iterator[Problem]:
+    seen: dict[type[Exception] | str, str] = {}
     for name, rule in rules.items():
         try:
-            cls = resolve_exception(name)
+            cls: type[Exception] | str = resolve_exception(name) if import_names else ".".join(
+                check_exception_name(name))
         except ValueError as e:
             yield Problem((*path, name), str(e))
         else:
@@ -117,8 +132,17 @@ def _levels(levels: Levels, path: KeyPath) -> Iterator[Problem]:
 
 
 def _level(level: int | None, path: KeyPath) -> Iterator[Problem]:
-    if level is not None and (isinstance(level, bool) or not isinstance(level, int) or level < 0):
-        yield Problem(path, f"must be a logging level (logging.INFO, ...), got {level!r}")
+    yield from _value_rule(values.level, level, path)
+
+
+def _value_rule(rule: Callable[[object], object], value: object, path: KeyPath) -> Iterator[Problem]:
+    """A value rule of :mod:`kopf_outcomes.values`, as the outcomes apply it at run time."""
+    if value is None:
+        return
+    try:
+        rule(value)
+    except (TypeError, ValueError) as e:
+        yield Problem(path, str(e))
 
 
 def _timing(delay: float | None, backoff: Backoff | None, path: KeyPath) -> Iterator[Problem]:
@@ -132,29 +156,32 @@ def _timing(delay: float | None, backoff: Backoff | None, path: KeyPath) -> Iter
     yield from _seconds(backoff.cap, (*path, "backoff", "cap"))
     if not (math.isfinite(backoff.factor) and backoff.factor >= 1):
         yield Problem((*path, "backoff", "factor"),
-                      f"must be a number of at least 1, got {backoff.factor:g}")
+                      f"must be a number of at least 1, got {values.show(backoff.factor)}")
     if not 0 <= backoff.jitter <= 1:
         yield Problem((*path, "backoff", "jitter"),
-                      f"must be a fraction from 0 to 1, got {backoff.jitter:g}")
+                      f"must be a fraction from 0 to 1, got {values.show(backoff.jitter)}")
 
 
 def _seconds(value: float | None, path: KeyPath) -> Iterator[Problem]:
-    if value is not None and not (math.isfinite(value) and value >= 0):
-        yield Problem(path, f"must be a number of seconds, zero or more, got {value:g}")
+    yield from _value_rule(values.seconds, value, path)
 
 
 def _escalate(steps: tuple[Escalation, ...] | None, path: KeyPath) -> Iterator[Problem]:
     for index, step in enumerate(steps or ()):
-        here = (*path, index)
-        if (step.after_tries is None) == (step.after_seconds is None):
-            yield Problem(here, "set exactly one of after_tries or after_seconds")
-        if step.after_tries is not None and step.after_tries < 1:
-            yield Problem((*here, "after_tries"),
-                          f"must be a whole number of at least 1, got {step.after_tries!r}")
-        yield from _seconds(step.after_seconds, (*here, "after_seconds"))
-        if step.level is None and step.outcome is None:
-            yield Problem(here, 'set level, or outcome = "fatal", or both')
-        yield from _level(step.level, (*here, "level"))
-        if step.outcome not in (None, "fatal"):
-            yield Problem((*here, "outcome"), f'must be "fatal", got {step.outcome!r}')
+        yield from escalation_step(step, (*path, index))
+
+
+def escalation_step(step: Escalation, here: KeyPath) -> Iterator[Problem]:
+    """The problems of one step; the TOML reader calls it too, with each step's own index."""
+    if (step.after_tries is None) == (step.after_seconds is None):
+        yield Problem(here, "set exactly one of after_tries or after_seconds")
+    if step.after_tries is not None and step.after_tries < 1:
+        yield Problem((*here, "after_tries"),
+                      f"must be a whole number of at least 1, got {values.show(step.after_tries)}")
+    yield from _value_rule(values.threshold_seconds, step.after_seconds, (*here, "after_seconds"))
+    if step.level is None and step.outcome is None:
+        yield Problem(here, 'set level, or outcome = "fatal", or both')
+    yield from _level(step.level, (*here, "level"))
+    if step.outcome not in (None, "fatal"):
+        yield Problem((*here, "outcome"), f'must be "fatal", got {step.outcome!r}')
 

@@ -34,6 +34,10 @@ def delete_fn(spec: kopf.Spec, **_: Any) -> object:
         raise kopf_outcomes.Fatal("broken beyond repair")
     if mode == "temporary-error":
         raise kopf.TemporaryError("stock temporary", delay=1)
+    if mode == "plain":  # what a handler returns when kopf-outcomes is gone
+        return None
+    if mode == "temporary-years":  # stock Kopf's own long delay: never ours to park or wake
+        raise kopf.TemporaryError("far away", delay=6 * 365 * 24 * 3600)
     if mode == "temporary-quiet":
         raise kopf.TemporaryError("quiet: waiting", delay=1)
     return kopf_outcomes.Success()

@@ -28,7 +28,7 @@ def kopf_outcomes_owned_fields() -> Iterable[str]:
 def kopf_outcomes_observe_outcome(run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
     if run.body is None or run.reason is None:
         return  # activities, daemons, timers, watchers: no condition of the object describes them
-    status, reason, message = describe(run, outcome)
+    status, reason, message = describe(run, outcome, patch)
     metadata = run.body.get("metadata") or {}
     generation = metadata.get("generation")
     pending = patch.get("status", {}).get("conditions")
@@ -42,7 +42,7 @@ def kopf_outcomes_observe_outcome(run: HandlerRun, outcome: Outcome, patch: Muta
         patch.setdefault("status", {})["conditions"] = conditions
 
 
-def describe(run: HandlerRun, outcome: Outcome) -> tuple[str, str, str]:
+def describe(run: HandlerRun, outcome: Outcome, patch: Mapping[str, Any] | None = None) -> tuple[str, str, str]:
     """Status, reason and a message a person can act on."""
     handler = f"Handler {run.handler_id!r}"
     if isinstance(outcome, Success):
@@ -58,24 +58,38 @@ def describe(run: HandlerRun, outcome: Outcome) -> tuple[str, str, str]:
     if isinstance(outcome, Fatal) and _retains(run, outcome):
         return "False", "FinalizerRetained", (
             f"{handler} failed permanently: {outcome.reason}. The finalizer is retained until a person "
-            f"releases it, after fixing the cause: {release_command(run)}")
+            f"releases it, after fixing the cause: {release_command(run, patch or {})}")
     if isinstance(outcome, Fatal):
         return "False", "Failed", f"{handler} failed permanently: {outcome.reason}."
     return "Unknown", "Unknown", f"{handler} ended with an outcome of unknown type {type(outcome).__name__}."
 
 
-def release_command(run: HandlerRun) -> str:
+def release_command(run: HandlerRun, patch: Mapping[str, Any]) -> str:
     """The exact command that releases a retained finalizer."""
     metadata = (run.body or {}).get("metadata") or {}
     resource = run.resource
     kind = f"{resource.plural}.{resource.group}" if resource is not None and resource.group else (
         resource.plural if resource is not None else "OBJECT")
     namespace = f" -n {metadata['namespace']}" if metadata.get("namespace") else ""
-    return f"kubectl annotate {kind} {metadata.get('name', 'NAME')}{namespace} {release_annotation()}={run.handler_id}"
+    annotation = release_annotation(run, patch)
+    return f"kubectl annotate {kind} {metadata.get('name', 'NAME')}{namespace} {annotation}={run.handler_id}"
 
 
-def release_annotation() -> str:
-    return str(_memory.RELEASE_ANNOTATION)
+def release_annotation(run: HandlerRun, patch: Mapping[str, Any]) -> str:
+    """The release annotation of the operator that retains it: each operator's memory keys derive
+    from its finalizer; the one whose memory (in this cycle's patch) says "retained" is it."""
+    metadata = (run.body or {}).get("metadata") or {}
+    annotations = {**(metadata.get("annotations") or {}), **(patch.get("metadata") or {}).get("annotations", {})}
+    for finalizer in metadata.get("finalizers") or []:
+        keys = _memory.keys_for(finalizer)
+        raw = annotations.get(keys.memory)
+        try:
+            found = _memory.parse(raw).get(run.handler_id) if raw else None
+        except ValueError:
+            continue
+        if found is not None and found["outcome"] == "retained":
+            return keys.release
+    return _memory.DEFAULT_KEYS.release
 
 
 def _retains(run: HandlerRun, outcome: Fatal) -> bool:

@@ -1,0 +1,202 @@
+"""
+The per-cycle context of one object: its memory (read once), which handlers are parked, which
+must wake, and what ``recall()`` answers inside a handler.
+
+Parking is marked, never inferred: a handler is parked by us when Kopf's own progress for it
+carries :data:`PARKED_MARK` at the end of its message (we put it there, in the same PATCH as
+the memory), and our memory's record of it says ``parked``. A stock handler with any delay has
+neither, and Kopf treats it exactly as without kopf-outcomes.
+"""
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import datetime
+import functools
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from kopf_outcomes import engine, memory
+from kopf_outcomes._kopf.internals import (
+    Cause,
+    Handler,
+    HandlerState,
+    OperatorSettings,
+    State,
+    cause_var,
+    finalizer_of,
+    handler_var,
+)
+from kopf_outcomes._kopf.runs import body_of, options_of, resource_of
+from kopf_outcomes.errors import NotInstalledError
+from kopf_outcomes.manager import PluginManager
+from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
+
+PARKED_DELAY = 10 * 365 * 24 * 3600.0  # ten years: "until something changes"
+PARKED_MARK = " [parked by kopf-outcomes]"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cycle:
+    """One reaction cycle of one object: its memory, read once, and its handlers' ids, whose
+    results in ``status`` are the operator's own writes (digested only when a digest is needed)."""
+
+    keys: MemoryKeys
+    records: Mapping[str, MemoryRecord]
+    handler_ids: Collection[str]
+
+
+_cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
+# Kopf's apply() runs after the cycle in the same task: it learns here which delays are parked ones.
+parked_deadlines: contextvars.ContextVar[tuple[datetime.datetime, ...]] = contextvars.ContextVar(
+    "kopf_outcomes_parked", default=())
+
+
+@functools.lru_cache(maxsize=64)
+def _keys(finalizer: str) -> MemoryKeys:
+    return memory.keys_for(finalizer)
+
+
+def keys_of(settings: OperatorSettings) -> MemoryKeys:
+    return _keys(finalizer_of(settings))
+
+
+def start(settings: OperatorSettings, cause: Cause, handler_ids: Collection[str],
+          state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
+    """Read the object's memory once for the cycle; ``end()`` with the token when it is over."""
+    keys = keys_of(settings)
+    body = body_of(cause)
+    records = memory.read(body, cause.logger, keys) if body is not None else {}
+    ids = set(handler_ids) | ({str(key) for key in state} if state is not None else set())
+    context = Cycle(keys=keys, records=records, handler_ids=ids)
+    return context, _cycle.set(context)
+
+
+def end(token: contextvars.Token[Cycle | None]) -> None:
+    _cycle.reset(token)
+
+
+def current() -> Cycle | None:
+    return _cycle.get()
+
+
+def is_parked(state: HandlerState) -> bool:
+    """Parked by us: marked so in Kopf's own progress, and not finished."""
+    message = getattr(state, "message", None)
+    return not state.finished and isinstance(message, str) and message.endswith(PARKED_MARK)
+
+
+def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> MemoryRecord | None:
+    """The handler's record; a ``retained`` one counts only where Kopf's progress is parked too,
+    so that a forged record can neither hold a handler nor release one that is not retained."""
+    found = cycle.records.get(handler_id)
+    if found is not None and found["outcome"] == "retained" and (state is None or not is_parked(state)):
+        return None
+    return found
+
+
+def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:
+    """Whether a handler that Kopf would skip must run now."""
+    found = record_of(cycle, str(handler.id), state)
+    if found is None:
+        return is_parked(state)  # ours, with its memory lost or garbage: run it to conclude afresh
+    body = body_of(cause)
+    if found["outcome"] == "retained":
+        return body is not None and memory.release_requested(body, str(handler.id), cycle.keys)
+    if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
+        return False
+    return found["digest"] != digest(plugins, cycle, handler, cause)
+
+
+def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:
+    body = body_of(cause)
+    if body is None:
+        return ""
+    options = options_of(plugins, handler, cause)
+    excluded: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
+    owned = [tuple(field.split(".")) for field in engine.owned_fields(plugins, cause.logger)]
+    return memory.digest(body, depends_on=options.depends_on, excluded=excluded + owned)
+
+
+def remember_parked(handlers: Collection[Handler], state: State, ran: Collection[str],
+                    newly_parked: Collection[str]) -> None:
+    """Tell apply() the deadlines of the parked handlers: Kopf must neither sleep for them nor touch."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    deadlines = []
+    for handler in handlers:
+        if str(handler.id) in newly_parked:
+            deadlines.append(now + datetime.timedelta(seconds=PARKED_DELAY))
+            continue
+        if str(handler.id) in ran:
+            continue
+        handler_state: Any = state[handler.id]
+        if is_parked(handler_state) and handler_state.delayed is not None:
+            delayed = handler_state.delayed
+            deadlines.append(delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc))
+    parked_deadlines.set(tuple(deadlines))
+
+
+def unparked_delays(delays: Collection[float], tolerance: float = 60.0) -> Collection[float]:
+    """The delays that are not the parked handlers' (each parked deadline takes one delay)."""
+    deadlines = parked_deadlines.get()
+    if not deadlines:
+        return delays
+    parked_deadlines.set(())
+    if not delays:
+        return delays
+    now = datetime.datetime.now(datetime.timezone.utc)
+    expected = [(deadline - now).total_seconds() for deadline in deadlines]
+    kept = []
+    for delay in delays:
+        match = next((i for i, value in enumerate(expected) if abs(value - delay) <= tolerance), None)
+        if match is None:
+            kept.append(delay)
+        else:
+            expected.pop(match)
+    return kept
+
+
+# The reasons of change causes whose handlers Kopf persists (not admission, not informational).
+_CHANGE_REASONS = frozenset({"create", "update", "delete", "resume"})
+
+
+def observe_object(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], cause: Cause,
+                   state: State) -> None:
+    """Tell plugins which handlers of this object wait, from the memory and Kopf's progress, on
+    every cycle of a change cause: parked objects are not re-run after a restart, but seen here."""
+    body = body_of(cause)
+    reason = getattr(getattr(cause, "reason", None), "value", None)
+    if body is None or reason not in _CHANGE_REASONS:
+        return
+    waiting: dict[str, str] = {}
+    for handler in handlers:
+        handler_state: Any = state[handler.id]
+        if handler_state.finished:
+            continue
+        found = record_of(cycle, str(handler.id), handler_state)
+        if found is not None and found["outcome"] in ("pending", "retained"):
+            waiting[str(handler.id)] = found["outcome"]
+        elif handler_state.retries:
+            waiting[str(handler.id)] = "retrying"
+    resource = resource_of(cause)
+    engine.guarded(plugins, cause.logger, "kopf_outcomes_observe_object",
+                   lambda: plugins.hook.kopf_outcomes_observe_object(resource=resource, body=body, waiting=waiting),
+                   None)
+
+
+def current_memory(plugins: PluginManager | None) -> Memory:
+    """For :func:`kopf_outcomes.recall`: the running handler's memory, as Kopf set the context."""
+    try:
+        handler, cause = handler_var.get(), cause_var.get()
+    except LookupError:
+        raise NotInstalledError("kopf_outcomes.recall() works only inside a handler") from None
+    body = body_of(cause)
+    cycle = _cycle.get()  # execute_handler_once() sets one for every handler run
+    if body is None or cycle is None or plugins is None:
+        raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
+                                "with kopf_outcomes.install() done")
+    handler_id = str(handler.id)
+    state_digest = digest(plugins, cycle, handler, cause)
+    uid = str((body.get("metadata") or {}).get("uid", ""))
+    return Memory(previous=cycle.records.get(handler_id), digest=state_digest,
+                  idempotency_key=memory.idempotency_key(uid, handler_id, state_digest))

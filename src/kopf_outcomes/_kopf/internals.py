@@ -1,0 +1,74 @@
+"""
+Kopf's private modules and types, imported here and nowhere else.
+
+Kopf's layout used here is stable since 1.35; the supported range is checked at install time
+so that an operator on an untested Kopf fails loudly at start instead of misbehaving later.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from importlib import metadata
+
+from kopf._cogs.configs.configuration import OperatorSettings
+from kopf._core.actions import application, execution
+from kopf._core.actions.execution import (
+    Cause,
+    ErrorsMode,
+    Handler,
+    HandlerChildrenRetry,
+    LifeCycleFn,
+    State,
+    cause_var,
+    handler_var,
+    no_extra_context,
+)
+from kopf._core.actions.execution import Outcome as KopfOutcome
+from kopf._core.actions.execution import Result as KopfResult
+from kopf._core.actions.progression import HandlerState
+
+from kopf_outcomes import misuse
+from kopf_outcomes.errors import UnsupportedKopfError
+
+misuse.probe(lambda: handler_var.get(None) is not None)
+
+__all__ = [
+    "SUPPORTED", "Cause", "ErrorsMode", "Handler", "HandlerChildrenRetry", "HandlerState", "KopfOutcome",
+    "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application", "cause_var", "check_version",
+    "default_backoff", "execution", "handler_var", "no_extra_context",
+]
+
+# The oldest and the newest minor versions of Kopf that the patch was tested with.
+SUPPORTED = ((1, 37), (1, 45))
+ALLOW_UNTESTED_ENV = "KOPF_OUTCOMES_ALLOW_UNTESTED_KOPF"
+
+
+def check_version() -> str:
+    """Kopf's version if supported; else UnsupportedKopfError, or a warning if the user opted in."""
+    version = metadata.version("kopf")
+    try:
+        major_minor = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        major_minor = None
+    oldest, newest = SUPPORTED
+    if major_minor is not None and oldest <= major_minor <= newest:
+        return version
+    problem = (f"kopf-outcomes cannot read the Kopf version {version!r}" if major_minor is None else
+               f"kopf-outcomes supports Kopf {oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]}.x, "
+               f"but Kopf {version} is installed")
+    if os.environ.get(ALLOW_UNTESTED_ENV) == "1":
+        logging.getLogger("kopf_outcomes").warning(f"{problem}; patching it anyway, as {ALLOW_UNTESTED_ENV}=1 asks.")
+        return version
+    raise UnsupportedKopfError(f"{problem}; pin kopf to a supported version, upgrade kopf-outcomes, "
+                               f"or set {ALLOW_UNTESTED_ENV}=1 to try it at your own risk.")
+
+
+def default_backoff(settings: OperatorSettings) -> float:
+    """Kopf's backoff for arbitrary exceptions: a setting since 1.38, a constant before."""
+    backoff = getattr(settings.execution, "default_backoff", None)
+    return float(backoff) if backoff is not None else float(getattr(execution, "DEFAULT_RETRY_DELAY", 60))
+
+
+def finalizer_of(settings: OperatorSettings) -> str:
+    """The operator's own Kopf identity on an object: its finalizer."""
+    return str(settings.persistence.finalizer)

@@ -1,0 +1,180 @@
+"""
+The plugin manager: pluggy's, plus what the engine needs to call it cheaply on every handler run.
+
+Plugins are found in the entry-point group ``kopf_outcomes``. ``allow`` (if given) names
+the only entry points to load; ``deny`` names those never to load. The environment
+variables ``KOPF_OUTCOMES_PLUGINS`` and ``KOPF_OUTCOMES_DISABLE_PLUGINS`` (comma-separated
+entry-point names) do the same for operators started by ``kopf run``.
+
+A plugin is refused at registration, with its name, if it implements a hook that does not exist
+or implements one as ``async def``: hooks run inside Kopf's event loop and must be quick and
+synchronous.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import types
+from collections.abc import Iterable
+from importlib import metadata
+
+import pluggy
+
+from kopf_outcomes import builtin, hookspecs
+from kopf_outcomes.errors import PluginError
+from kopf_outcomes.options import HandlerOptions
+from kopf_outcomes.runs import ResourceRef
+
+ENTRY_POINT_GROUP = "kopf_outcomes"
+BUILTIN_NAME = "kopf_outcomes.builtin"
+
+
+def _names_from_env(variable: str) -> set[str] | None:
+    value = os.environ.get(variable)
+    if value is None:
+        return None
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager for the ``kopf_outcomes`` hooks, with the built-ins registered."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self._options: dict[tuple[str, ResourceRef | None], HandlerOptions] = {}
+        self._owned_fields: tuple[str, ...] | None = None
+        self.register(builtin, name=BUILTIN_NAME)
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        registered = super().register(plugin, name=name)
+        try:
+            self._refuse_unusable(plugin)
+        except PluginError:
+            self.unregister(plugin)
+            raise
+        self._refresh()
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> object | None:
+        removed = super().unregister(plugin, name=name)
+        self._refresh()
+        return removed
+
+    def replace(self, plugin: object, name: str) -> None:
+        """Register ``plugin`` under ``name``, replacing the one registered there before."""
+        if self.has_plugin(name):
+            self.unregister(name=name)
+        self.register(plugin, name=name)
+
+    def _refuse_unusable(self, plugin: object) -> None:
+        name = self.get_name(plugin) or repr(plugin)
+        try:
+            self.check_pending()
+        except pluggy.PluginValidationError as e:
+            raise PluginError(f"kopf-outcomes plugin {name!r} cannot be used: {e}; the hooks are "
+                              f"listed by `kopf-outcomes plugins` and in kopf_outcomes.hookspecs") from None
+        for caller in self.get_hookcallers(plugin) or ():
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin and (inspect.iscoroutinefunction(impl.function)
+                                              or inspect.isasyncgenfunction(impl.function)):
+                    raise PluginError(
+                        f"kopf-outcomes plugin {name!r} implements {caller.name} as 'async def'; hooks run "
+                        f"inside Kopf's event loop and must be plain, quick functions. Do slow work "
+                        f"elsewhere (a Kopf daemon, a thread, a queue the hook only appends to).")
+
+    def load_entry_points(
+        self, *, allow: Iterable[str] | None = None, deny: Iterable[str] = ()
+    ) -> list[str]:
+        """Load the installed plugins; return the names loaded. A broken one is a PluginError."""
+        allowed = set(allow) if allow is not None else _names_from_env("KOPF_OUTCOMES_PLUGINS")
+        denied = set(deny) | (_names_from_env("KOPF_OUTCOMES_DISABLE_PLUGINS") or set())
+        loaded: list[str] = []
+        for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            name = entry_point.name
+            if name in denied or (allowed is not None and name not in allowed):
+                continue
+            if self.has_plugin(name) or self.is_blocked(name):
+                continue
+            try:
+                plugin = entry_point.load()
+            except Exception as e:
+                raise PluginError(
+                    f"kopf-outcomes plugin {name!r} ({entry_point.value}) failed to load: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
+            self.register(plugin, name=name)
+            loaded.append(name)
+        return loaded
+
+    def _refresh(self) -> None:
+        """Recompute what the hot path checks, after any (un)registration."""
+        hook = self.hook
+        if not hasattr(hook, "kopf_outcomes_observe_outcome"):
+            return  # pluggy registers nothing before the specs are added
+        self._options.clear()
+        self._owned_fields = None
+        self.provides_options = bool(hook.kopf_outcomes_handler_options.get_hookimpls())
+        # Where only the built-ins decide, the engine skips pluggy and calls them directly;
+        # observers alone do not change how a run is decided, only who is told about it.
+        self.decides_builtin = all(
+            impl.plugin is builtin
+            for caller in (
+                hook.kopf_outcomes_classify_result,
+                hook.kopf_outcomes_classify_exception,
+                hook.kopf_outcomes_adjust_outcome,
+            )
+            for impl in caller.get_hookimpls()
+        )
+        self.observed = bool(hook.kopf_outcomes_observe_outcome.get_hookimpls())
+        self.observes_objects = bool(hook.kopf_outcomes_observe_object.get_hookimpls())
+        self.only_builtins = self.decides_builtin and not self.observed
+        # The classification without the built-ins: "did any plugin decide?" is then a None check.
+        self.classify_result_by_plugins = self.subset_hook_caller("kopf_outcomes_classify_result", [builtin])
+        self.classify_exception_by_plugins = self.subset_hook_caller(
+            "kopf_outcomes_classify_exception", [builtin])
+
+    def options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:
+        """All plugins' options for a handler, merged and cached. May raise: callers contain it."""
+        key = (handler_id, resource)
+        try:
+            return self._options[key]
+        except KeyError:
+            pass
+        merged = HandlerOptions()
+        for answer in self.hook.kopf_outcomes_handler_options(handler_id=handler_id, resource=resource):
+            if not isinstance(answer, HandlerOptions):
+                raise TypeError(f"kopf_outcomes_handler_options returned {answer!r}, expected HandlerOptions")
+            merged = merged.merged(answer)
+        self._options[key] = merged
+        return merged
+
+    def owned_fields(self) -> tuple[str, ...]:
+        """The field paths plugins write. May raise: callers contain it."""
+        if self._owned_fields is None:
+            fields = tuple(field for answer in self.hook.kopf_outcomes_owned_fields() for field in answer)
+            if not all(isinstance(field, str) for field in fields):
+                raise TypeError(f"kopf_outcomes_owned_fields gave {fields!r}, expected field paths")
+            self._owned_fields = fields
+        return self._owned_fields
+
+    def culprit(self, error: BaseException) -> str:
+        """Name the plugin whose hook implementation raised ``error`` (from its traceback)."""
+        codes: dict[types.CodeType, str] = {}
+        for name, plugin in self.list_name_plugin():
+            for caller in self.get_hookcallers(plugin) or ():
+                for impl in caller.get_hookimpls():
+                    code = getattr(impl.function, "__code__", None)
+                    if impl.plugin is plugin and code is not None:
+                        codes[code] = name
+        traceback = error.__traceback__
+        culprit = "unknown plugin"
+        while traceback is not None:
+            culprit = codes.get(traceback.tb_frame.f_code, culprit)
+            traceback = traceback.tb_next
+        return culprit
+
+    def implementers(self, hook_name: str) -> list[str]:
+        """The names of the plugins (not the built-ins) that implement a hook."""
+        caller = getattr(self.hook, hook_name)
+        return [self.get_name(impl.plugin) or "?" for impl in caller.get_hookimpls() if impl.plugin is not builtin]
