@@ -6,6 +6,7 @@ in the status, and under a non-default prefix. Reading costs the parked objects 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import shlex
@@ -98,6 +99,10 @@ async def test_why_and_stuck(cluster, objects, namespace, operator, storage, pre
         released = {h["id"]: h for h in reports["released"]["handlers"]}
         assert released["delete_fn"]["progress"]["failure"] is True
         assert released["delete_fn"]["release"] is None
+        assert released["cleanup_fn"]["memory"]["depends_on"] == ["status.deletion"]  # what wakes it
+        since = datetime.datetime.fromisoformat(released["cleanup_fn"]["memory"]["since"])
+        deleted = datetime.datetime.fromisoformat(reports["released"]["deletionTimestamp"].replace("Z", "+00:00"))
+        assert deleted <= since <= datetime.datetime.now(datetime.timezone.utc)  # since it concluded so
 
         # Reading costs nothing: no write by anyone, no handler run.
         audit, runs = AuditLog(cluster.audit_log), len(op.records())
@@ -123,6 +128,8 @@ async def test_why_and_stuck(cluster, objects, namespace, operator, storage, pre
         assert lines[0].split() == ["NAMESPACE", "OBJECT", "DELETING", "FOR", "FINALIZERS", "HANDLERS"]
         assert [line.split()[1] for line in lines[1:]] == [f"kopfexamples.kopf.dev/{n}" for n in OBJECTS]
         assert command in table and "retains the finalizer on purpose" in table
+        code, released_table = await cli(cluster, "why", "kex/released", "-n", namespace, *options)
+        assert "on a change of status.deletion" in released_table, released_table
 
         if prefix != "kopf.zalando.org":  # the prefix matters: without it Kopf's progress is not found
             assert {h["id"]: h["progress"] for h in (await why(cluster, namespace, "pending"))["handlers"]} == \

@@ -62,7 +62,7 @@ def why(report: Mapping[str, Any]) -> str:
         record, kp = handler.get("memory") or {}, handler.get("progress") or {}
         rows.append([handler["id"], handler["state"], record.get("reason") or kp.get("message") or "",
                      short(record.get("since")), str(kp.get("retries", "-")), short(kp.get("started")),
-                     _next_run(kp.get("delayed"), handler["state"])])
+                     _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"))])
     lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
     for handler in handlers:
         if handler.get("release"):
@@ -96,11 +96,14 @@ def short(stamp: str | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else (stamp or "-")
 
 
-def _next_run(delayed: str | None, state: str) -> str:
+def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None) -> str:
+    """When it runs again: Kopf's timer, or for a parked handler what wakes it (the memory's scope)."""
     moment = _parse(delayed)
     now = datetime.datetime.now(datetime.timezone.utc)
     if state in ("pending", "retained") and moment is not None and (moment - now).total_seconds() > PARKED_AFTER:
-        return "on a change" if state == "pending" else "when released"
+        if state == "retained":
+            return "when released"
+        return f"on a change of {', '.join(depends_on)}" if depends_on else "on any change"
     return short(delayed)
 
 

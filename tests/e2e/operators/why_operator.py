@@ -41,6 +41,7 @@ def delete_fn(spec: kopf.Spec, **_: Any) -> object:
     return outcome(spec.get("onDelete", "success"))
 
 
+@kopf_outcomes.handler_options(depends_on=["status.deletion"])
 @kopf.on.delete("kopf.dev", "v1", "kopfexamples")
 def cleanup_fn(spec: kopf.Spec, **_: Any) -> object:
     return outcome(spec.get("onCleanup", "success"))
