@@ -1,7 +1,6 @@
 """A create handler that logs with structured fields, and a delete handler by ``spec.onDelete``."""
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
@@ -13,12 +12,10 @@ kopf_outcomes.install()
 
 @kopf.on.create("kopf.dev", "v1", "kopfexamples")
 def create_fn(logger: kopf.Logger, **_: Any) -> None:
-    # As the core should log an outcome: through the object's logger, with the adapter's own extra
-    # (the object reference) merged with the outcome's fields. Calling the underlying logger keeps
-    # the merge on Kopf versions whose ObjectLogger.process replaces a call's extra.
-    assert isinstance(logger, logging.LoggerAdapter)
+    # As the core should log an outcome: through the object's logger, with the outcome's fields as
+    # extra= (Kopf's ObjectLogger merges them with its own, the object reference, since 1.37 at least).
     fields = {"handler": "create_fn", "outcome": "pending", "reason": "waiting", "recheck": 30.0}
-    logger.logger.log(logging.INFO, "structured probe", extra={**(logger.extra or {}), **fields})
+    logger.info("structured probe", extra=fields)
 
 
 @kopf.on.delete("kopf.dev", "v1", "kopfexamples")
