@@ -3,8 +3,9 @@ Outcome details as structured fields of Kopf's JSON log (``kopf run --log-format
 
 Kopf's JSON formatter (python-json-logger) writes every attribute of a log record that is not a
 standard one: fields passed with ``extra=`` become JSON fields. The first test shows that on the
-real operator; the second is what the core's outcome log lines should carry (see the issue-13
-report) and flips to a failure, as a reminder to drop its marker, once they do.
+real operator; the second is what the core's outcome log lines should carry, and the third the
+Events with a reason per outcome (see the issue-13 report): each flips to a failure, as a
+reminder to drop its marker, once the core does it.
 """
 from __future__ import annotations
 
@@ -61,3 +62,26 @@ async def test_outcome_lines_carry_the_outcome_as_fields(objects, namespace, ope
             "f": {"handler": "delete_fn", "outcome": "fatal", "reason": "the external system lost the record",
                   "recheck": None, "delay": None, "retained": True},
         }
+
+
+@pytest.mark.xfail(strict=True, reason="outcome lines are posted as Kopf's generic 'Logging' Events (issue 13)")
+async def test_outcome_events_have_a_reason_per_outcome(api, objects, namespace, operator):
+    from kubernetes_asyncio import client
+
+    from tests.e2e.conftest import eventually
+
+    async def reasons(name: str) -> set[tuple[str, str]]:
+        listing = await client.CoreV1Api(api).list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}")
+        return {(e.type, e.reason) for e in listing.items if "delete_fn" in (e.message or "")}
+
+    # This operator posts log lines as Events (settings.posting.loggers on Kopf >= 1.45).
+    async with operator("tests/e2e/operators/outcomes_operator.py"):
+        await start_deleting(objects, namespace, "p", {"onDelete": "pending"})
+        await start_deleting(objects, namespace, "r", {"onDelete": "retry-warning"})
+        await start_deleting(objects, namespace, "f", {"onDelete": "fatal-retain"})
+        for name in ("p", "r", "f"):
+            await eventually(lambda name=name: reasons(name), what=f"{name}'s events")
+        assert await reasons("p") == {("Normal", "Pending")}
+        assert ("Warning", "Retrying") in await reasons("r")
+        assert await reasons("f") == {("Error", "FinalizerRetained")}
