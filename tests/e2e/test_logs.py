@@ -3,9 +3,9 @@ Outcome details as structured fields of Kopf's JSON log (``kopf run --log-format
 
 Kopf's JSON formatter (python-json-logger) writes every attribute of a log record that is not a
 standard one: fields passed with ``extra=`` become JSON fields. The first test shows that on the
-real operator; the second is what the core's outcome log lines should carry, and the third the
-Events with a reason per outcome (see the issue-13 report): each flips to a failure, as a
-reminder to drop its marker, once the core does it.
+real operator; the second checks the core's outcome lines, the retained finalizer included. The
+third is the Events with a reason per outcome that the core does not post yet (see the issue-13
+report): it flips to a failure, as a reminder to drop its marker, once the core does.
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ async def test_fields_given_as_extra_are_fields_of_kopfs_json_log(objects, names
         assert line["severity"] == "info"
 
 
-@pytest.mark.xfail(strict=True, reason="the core does not pass the outcome's fields as extra= yet (issue 13 report)")
 async def test_outcome_lines_carry_the_outcome_as_fields(objects, namespace, operator):
+    """The retained finalizer too (tests/e2e/test_log_fields.py covers Pending and Retry)."""
     async with operator(OPERATOR) as op:
         await start_deleting(objects, namespace, "p", {"onDelete": "pending"})
         await start_deleting(objects, namespace, "r", {"onDelete": "retry"})
@@ -51,17 +51,18 @@ async def test_outcome_lines_carry_the_outcome_as_fields(objects, namespace, ope
         for text in ("is pending", "failed temporarily", "failed permanently"):
             await op.wait_for(lambda r, text=text: text in r.message, what=text)
         lines = {data["object"]["name"]: data for data in json_lines(op.text())
-                 if "delete_fn" in str(data.get("message")) and data.get("object")
+                 if str(data.get("message")).startswith("Handler 'delete_fn' ") and data.get("object")
                  and any(t in data["message"] for t in ("is pending", "failed temporarily", "failed permanently"))}
-        fields = ("handler", "outcome", "reason", "recheck", "delay", "retained")
+        fields = ("handler", "outcome", "reason", "recheck", "delay")
         assert {name: {k: line.get(k) for k in fields} for name, line in lines.items()} == {
             "p": {"handler": "delete_fn", "outcome": "pending", "reason": "waiting for the external system",
-                  "recheck": 600.0, "delay": None, "retained": None},
+                  "recheck": 600.0, "delay": None},
             "r": {"handler": "delete_fn", "outcome": "retry", "reason": "the external system is busy",
-                  "recheck": None, "delay": 600.0, "retained": None},
-            "f": {"handler": "delete_fn", "outcome": "fatal", "reason": "the external system lost the record",
-                  "recheck": None, "delay": None, "retained": True},
+                  "recheck": None, "delay": 600.0},
+            "f": {"handler": "delete_fn", "outcome": "retained", "reason": "the external system lost the record",
+                  "recheck": None, "delay": None},
         }
+        assert (lines["r"]["severity"], lines["f"]["severity"]) == ("warn", "error")
 
 
 @pytest.mark.xfail(strict=True, reason="outcome lines are posted as Kopf's generic 'Logging' Events (issue 13)")

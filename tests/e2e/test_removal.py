@@ -8,7 +8,6 @@ from tests.e2e.test_memory import patch
 from tests.e2e.test_outcomes import OPERATOR, finalized, runs, start_deleting
 
 
-
 async def test_a_parked_object_is_released_to_stock_kopf_by_removing_its_progress(objects, namespace, operator):
     async with operator(OPERATOR) as op:
         await start_deleting(objects, namespace, "left", {"onDelete": "pending"})

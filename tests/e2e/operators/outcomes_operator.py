@@ -26,6 +26,8 @@ def delete_fn(spec: kopf.Spec, **_: Any) -> object:
         return kopf_outcomes.Pending("waiting for the test")
     if mode == "pending-recheck":
         raise kopf_outcomes.Pending("rechecking", recheck=1)
+    if mode == "pending-recheck-slow":
+        return kopf_outcomes.Pending("rechecking slowly", recheck=8)
     if mode == "retry-warning":
         raise kopf_outcomes.Retry("busy", delay=1, level="WARNING")
     if mode == "fatal-retain":

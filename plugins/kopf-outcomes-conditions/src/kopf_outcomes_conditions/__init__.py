@@ -12,6 +12,7 @@ from typing import Any
 
 from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, Retry, Success, hookimpl
 from kopf_outcomes import memory as _memory
+from kopf_outcomes.options import retains_on_delete
 from kopf_outcomes_conditions.conventions import SUMMARY, condition_type, merged, now, summary, updated
 
 __all__ = ["FIELD", "SUMMARY", "condition_type"]
@@ -55,7 +56,7 @@ def describe(run: HandlerRun, outcome: Outcome, patch: Mapping[str, Any] | None 
     if isinstance(outcome, Retry):
         return "False", "Retrying", (f"{handler} failed temporarily (attempt {run.retry + 1}): {outcome.reason}. "
                                      f"It is retried in {outcome.delay:g} s.")
-    if isinstance(outcome, Fatal) and _retains(run, outcome):
+    if isinstance(outcome, Fatal) and retains_on_delete(run.reason, outcome.on_delete, run.options):
         return "False", "FinalizerRetained", (
             f"{handler} failed permanently: {outcome.reason}. The finalizer is retained until a person "
             f"releases it, after fixing the cause: {release_command(run, patch or {})}")
@@ -90,12 +91,6 @@ def release_annotation(run: HandlerRun, patch: Mapping[str, Any]) -> str:
         if found is not None and found["outcome"] == "retained":
             return keys.release
     return _memory.DEFAULT_KEYS.release
-
-
-def _retains(run: HandlerRun, outcome: Fatal) -> bool:
-    """As the core decides it: on deletion, when retaining was chosen by the outcome or options."""
-    on_delete = outcome.on_delete or run.options.fatal_on_delete or "release"
-    return run.reason == "delete" and on_delete == "retain"
 
 
 def _find(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
