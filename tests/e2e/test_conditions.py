@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from kopf_outcomes.cluster.audit import AuditLog
+from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import create_example, eventually, get_example
 from tests.e2e.test_outcomes import gone, start_deleting
 

@@ -12,8 +12,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kopf_outcomes.cluster.audit import AuditLog
 from kopf_outcomes.memory import RELEASE_ANNOTATION
+from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import eventually
 from tests.e2e.test_outcomes import gone, start_deleting
 

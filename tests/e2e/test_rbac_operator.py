@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 from kubernetes_asyncio import client, utils
 
-from kopf_outcomes.cluster.kubeconfig import write_kubeconfig
-from kopf_outcomes.testing.process import OperatorProcess
+from kopf_outcomes_testing.cluster.kubeconfig import write_kubeconfig
+from kopf_outcomes_testing.process import OperatorProcess
 from tests.e2e.conftest import ROOT, eventually, get_example
 from tests.e2e.test_memory import patch
 from tests.e2e.test_outcomes import OPERATOR, runs, start_deleting
@@ -26,6 +26,7 @@ async def test_the_seed_story_under_the_documented_minimal_rbac(cluster, api, ob
         token = await client.CoreV1Api(api).create_namespaced_service_account_token(
             "kopf-outcomes-operator", namespace, request)
         kubeconfig = tmp_path / "operator.kubeconfig"
+        assert cluster.ca_path is not None  # our own local control plane
         write_kubeconfig(kubeconfig, server=cluster.server, ca_pem=Path(cluster.ca_path).read_bytes(),
                          user="kopf-outcomes-operator", token=token.status.token)
 

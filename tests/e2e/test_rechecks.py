@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kopf_outcomes.cluster.audit import AuditLog
+from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import eventually
 from tests.e2e.test_memory import patch
 from tests.e2e.test_outcomes import OPERATOR, finalized, runs, start_deleting

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kopf_outcomes.cluster.audit import AuditLog
+from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import eventually
 from tests.e2e.test_outcomes import FINALIZER, gone, start_deleting
 

@@ -10,10 +10,10 @@ neither, and Kopf treats it exactly as without kopf-outcomes.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import datetime
 import functools
 from collections.abc import Collection, Mapping
+from typing import NamedTuple
 
 import kopf
 
@@ -31,6 +31,7 @@ from kopf_outcomes._kopf.internals import (
     finalizer_of,
     handler_var,
     progress_of,
+    subsettings_var,
 )
 from kopf_outcomes._kopf.runs import body_of, options_of, resource_of
 from kopf_outcomes.errors import NotInstalledError
@@ -54,10 +55,10 @@ class Rechecking(kopf.TemporaryError):
     quiet = False
 
 
-@dataclasses.dataclass(frozen=True)
-class Cycle:
+class Cycle(NamedTuple):
     """One reaction cycle of one object: its memory, read once, and its handlers, whose results
-    in ``status`` are the operator's own writes (their ids are collected only for a digest)."""
+    in ``status`` are the operator's own writes (their ids are collected only for a digest).
+    A named tuple: one is made for every handler run outside of a cycle (daemons), cheaply."""
 
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
@@ -85,13 +86,19 @@ def keys_of(settings: OperatorSettings) -> MemoryKeys:
     return _keys(finalizer_of(settings))
 
 
-def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
-          state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
-    """Read the object's memory once for the cycle; ``end()`` with the token when it is over."""
+def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
+         state: State | None = None) -> Cycle:
+    """The context of a cycle, with the object's memory read once."""
     keys = keys_of(settings)
     body = body_of(cause)
     records = memory.read(body, cause.logger, keys) if body is not None else {}
-    context = Cycle(keys=keys, records=records, handlers=handlers, state=state)
+    return Cycle(keys, records, handlers, state)
+
+
+def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
+          state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
+    """Make the cycle's context current; ``end()`` with the token when the cycle is over."""
+    context = make(settings, cause, handlers, state)
     return context, _cycle.set(context)
 
 
@@ -236,10 +243,10 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     except LookupError:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler") from None
     body = body_of(cause)
-    cycle = _cycle.get()  # execute_handler_once() sets one for every handler run
-    if body is None or cycle is None or plugins is None:
+    if body is None or plugins is None:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
                                 "with kopf_outcomes.install() done")
+    cycle = _cycle.get() or make(subsettings_var.get(), cause, (handler,))  # outside a cycle: daemons
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or {}).get("uid", ""))

@@ -25,6 +25,7 @@ from kopf._core.actions.execution import (
     cause_var,
     handler_var,
     no_extra_context,
+    subsettings_var,
 )
 from kopf._core.actions.execution import Outcome as KopfOutcome
 from kopf._core.actions.execution import Result as KopfResult
@@ -40,7 +41,7 @@ __all__ = [
     "SUPPORTED", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "check_version", "default_backoff", "execution", "finalizer_of", "handler_var",
-    "no_extra_context", "progress_of", "queueing",
+    "no_extra_context", "progress_of", "queueing", "subsettings_var",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.

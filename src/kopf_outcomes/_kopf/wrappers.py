@@ -112,8 +112,8 @@ class Patch:
         return runs.options_of(self.plugins, handler, cause).fatal_on_delete == "retain"
 
     def _run(self, handler: Handler, cause: Cause, kwargs: Mapping[str, Any]) -> HandlerRun:
-        context = cycle.current()
-        previous = context.records.get(str(handler.id)) if context is not None else None
+        context = cycle.current() or cycle.make(kwargs["settings"], cause, (handler,))
+        previous = context.records.get(str(handler.id))
         return runs.build(self.plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"],
                           previous)
 
@@ -128,35 +128,29 @@ class Patch:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> KopfOutcome:
         plugins = self.plugins
-        context, token = cycle.current(), None
-        if context is None:  # a handler run outside of a cycle (daemons): a context of its own
-            context, token = cycle.start(settings, cause, (handler,))
+        context = cycle.current() or cycle.make(settings, cause, (handler,))  # outside a cycle: daemons
+        record = cycle.record_of(context, str(handler.id), state)
+        body = runs.body_of(cause)
+        if record is not None and record["outcome"] == "retained" and body is not None:
+            return self._release(context, handler, cause, state, settings, record)
+        # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
+        errors = None if plugins.decides_builtin else runs.default_errors.set(default_errors)
         try:
-            record = cycle.record_of(context, str(handler.id), state)
-            body = runs.body_of(cause)
-            if record is not None and record["outcome"] == "retained" and body is not None:
-                return self._release(context, handler, cause, state, settings, record)
-            # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
-            errors = None if plugins.decides_builtin else runs.default_errors.set(default_errors)
-            try:
-                outcome = await self._execute_handler_once(
-                    settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
-                    extra_context=extra_context, default_errors=default_errors,
-                )
-            except _Decided as decided:
-                return translation.realize(plugins, context, decided.run, decided.outcome, handler, cause, state,
-                                           decided.subrefs)
-            finally:
-                if errors is not None:
-                    runs.default_errors.reset(errors)
-            # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
-            if record is None and not plugins.observed and not runs.options_of(plugins, handler, cause).remember:
-                return outcome
-            run = runs.build(plugins, handler, cause, state.retries, state.runtime, settings, record)
-            return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
+            outcome = await self._execute_handler_once(
+                settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
+                extra_context=extra_context, default_errors=default_errors,
+            )
+        except _Decided as decided:
+            return translation.realize(plugins, context, decided.run, decided.outcome, handler, cause, state,
+                                       decided.subrefs)
         finally:
-            if token is not None:
-                cycle.end(token)
+            if errors is not None:
+                runs.default_errors.reset(errors)
+        # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
+        if record is None and not plugins.observed and not runs.options_of(plugins, handler, cause).remember:
+            return outcome
+        run = runs.build(plugins, handler, cause, state.retries, state.runtime, settings, record)
+        return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
 
     def _release(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
                  settings: OperatorSettings, record: MemoryRecord) -> KopfOutcome:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]  # PyYAML comes with Kopf
+import yaml  # PyYAML comes with Kopf
 
 PARKED_AFTER = 5 * 365 * 24 * 3600  # a Kopf delay this far out is a parked handler's, shown as such
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kopf_outcomes.cluster.errors import ClusterError, log_tail
-from kopf_outcomes.cluster.locks import file_lock
-from kopf_outcomes.cluster.paths import cache_root
+from kopf_outcomes_testing.cluster.errors import ClusterError, log_tail
+from kopf_outcomes_testing.cluster.locks import file_lock
+from kopf_outcomes_testing.cluster.paths import cache_root
 
 Progress = Callable[[str], None]
 
@@ -85,11 +85,32 @@ _LOCAL_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+\.\.?/
 _GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
 
 
-def find_binaries(progress: Progress) -> Binaries:
-    """Use ``KUBEBUILDER_ASSETS`` if set (the envtest convention), else the cache or a build."""
+class BinariesMissing(ClusterError):
+    """Neither ``KUBEBUILDER_ASSETS`` nor the cache has the servers, and building was not allowed."""
+
+
+def find_binaries(progress: Progress, *, build: bool = True) -> Binaries:
+    """Use ``KUBEBUILDER_ASSETS`` if set (the envtest convention), else the cache or a build.
+
+    With ``build=False`` (the pytest fixtures' default), missing binaries raise
+    :class:`BinariesMissing` naming the ways to get them, instead of a Go build of minutes.
+    """
     assets = os.environ.get(ASSETS_ENV)
     if assets:
         return _from_assets(Path(assets))
+    if not build and _missing(bin_dir()):
+        raise BinariesMissing(
+            f"kube-apiserver {KUBERNETES_VERSION} and etcd {ETCD_VERSION} are not available:"
+            f" {ASSETS_ENV} is not set and {bin_dir()} has no build of them",
+            f"either point {ASSETS_ENV} at envtest's binaries"
+            f" (`setup-envtest use -p path {KUBERNETES_VERSION[1:].rsplit('.', 1)[0]}.x`),"
+            " or build them once (Go, several minutes) with `kopf-outcomes cluster build`,"
+            f" or allow the build here with --kopf-outcomes-build (or KOPF_OUTCOMES_BUILD=1)")
+    return _cached_or_built(progress)
+
+
+def build_binaries(progress: Progress) -> Binaries:
+    """Build (or find cached) the pinned versions with Go, whatever ``KUBEBUILDER_ASSETS`` says."""
     return _cached_or_built(progress)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from kopf_outcomes.cluster import ClusterInfo
+from kopf_outcomes_testing.cluster import ClusterInfo
 
 if TYPE_CHECKING:
     import kopf
@@ -19,11 +19,19 @@ def operator_registry(cluster: ClusterInfo,
     import kopf  # imported on use: the pytest plugin must stay light to load
 
     registry = kopf.OperatorRegistry()
-    token = cluster.admin_token if user == "admin" else cluster.restricted_token
+    if user == "admin":
+        token, cert, key = cluster.admin_token, cluster.client_cert, cluster.client_key
+    elif cluster.restricted_token is not None:
+        token, cert, key = cluster.restricted_token, None, None
+    else:
+        raise ValueError(f"the cluster at {cluster.server} has no restricted user of ours")
 
     @kopf.on.login(registry=registry)
     def login_to_local_cluster(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=cluster.server, ca_path=str(cluster.ca_path),
-                                   scheme="Bearer", token=token)
+        return kopf.ConnectionInfo(
+            server=cluster.server, ca_path=None if cluster.ca_path is None else str(cluster.ca_path),
+            scheme="Bearer" if token is not None else None, token=token,
+            certificate_path=None if cert is None else str(cert),
+            private_key_path=None if key is None else str(key))
 
     return registry

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kopf_outcomes.cluster.api import RestClient
+from kopf_outcomes_testing.cluster.api import RestClient
 
 MERGE_PATCH = "application/merge-patch+json"
 

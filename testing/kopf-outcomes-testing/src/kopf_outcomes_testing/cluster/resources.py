@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kopf_outcomes.cluster.api import RestClient
-from kopf_outcomes.cluster.errors import ClusterError
+from kopf_outcomes_testing.cluster.api import RestClient
+from kopf_outcomes_testing.cluster.errors import ClusterError
 
 GROUP = "kopf.dev"
 VERSION = "v1"

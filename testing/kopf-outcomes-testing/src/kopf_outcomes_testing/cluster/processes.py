@@ -1,13 +1,12 @@
 """Start, watch and stop the server processes, killing only what we verifiably started.
 
-A recorded pid is trusted only while ``/proc/<pid>/cmdline`` still equals the command line we
-started it with: after a reboot or a crash the pid may belong to somebody else. (Linux only.)
+A recorded pid is trusted only while the process still runs the command line we started it
+with: after a reboot or a crash the pid may belong to somebody else. psutil reads command lines
+and signals processes wherever Python runs (Linux, macOS, BSD), so that ``cluster down`` from a
+new shell finds the servers that another one started.
 """
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -15,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kopf_outcomes.cluster.errors import ClusterError, log_tail
+import psutil
+
+from kopf_outcomes_testing.cluster.errors import ClusterError, log_tail
 
 PORT_IN_USE = "address already in use"
 
@@ -50,35 +51,50 @@ def spawn(name: str, argv: list[str], log: Path, port: int) -> Process:
 def is_ours(process: Process) -> bool:
     """Whether the pid is alive and still runs exactly the command line we started."""
     popen = _children.get(process.pid)
-    if popen is not None:  # our own child: certain, and /proc is briefly empty during its exec
+    if popen is not None:  # our own child: certain, even while it is still exec-ing
         if popen.poll() is None:
             return True
         del _children[process.pid]
         return False
+    return _find(process) is not None
+
+
+def _find(process: Process) -> psutil.Process | None:
+    """The live process with that pid and our command line, or None."""
     try:
-        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
-        state = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    argv = [a.encode() for a in process.argv]
+        found = psutil.Process(process.pid)
+        if found.status() == psutil.STATUS_ZOMBIE:
+            return None
+        cmdline = found.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
     # A suffix, not equality: a script (e.g. in KUBEBUILDER_ASSETS) runs as `interpreter argv...`.
-    return state != "Z" and cmdline.split(b"\0")[:-1][-len(argv):] == argv
+    return found if cmdline[-len(process.argv):] == list(process.argv) else None
 
 
 def stop(process: Process, *, grace: float = 10.0) -> None:
     """SIGTERM (then SIGKILL after ``grace``) the process, if it is still the one we started."""
-    if is_ours(process):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while is_ours(process) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if is_ours(process):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
     popen = _children.pop(process.pid, None)
     if popen is not None:
-        popen.wait()
+        if popen.poll() is None:
+            popen.terminate()
+            try:
+                popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+        return
+    found = _find(process)
+    if found is None:
+        return
+    try:
+        found.terminate()
+        _, alive = psutil.wait_procs([found], timeout=grace)
+        for survivor in alive:
+            survivor.kill()
+        psutil.wait_procs(alive, timeout=grace)
+    except psutil.NoSuchProcess:
+        pass
 
 
 def wait_until(process: Process, check: Callable[[], bool], *, deadline: float,

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kopf_outcomes.cluster.errors import ClusterError
+from kopf_outcomes_testing.cluster.errors import ClusterError
 
 JSON = "application/json"
 APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply; a JSON body is valid YAML
@@ -20,23 +20,29 @@ FIELD_MANAGER = "kopf-outcomes"
 
 
 class RestClient:
-    """Bearer-token requests to one API server, verified against the cluster's own CA."""
+    """Requests to one API server with a bearer token or a client certificate.
 
-    def __init__(self, server: str, ca_path: Path, token: str, *, timeout: float = 10.0) -> None:
+    The server is verified against ``ca_path`` (the cluster's own CA), or the system's CAs.
+    """
+
+    def __init__(self, server: str, ca_path: Path | None, token: str | None, *,
+                 client_cert: Path | None = None, client_key: Path | None = None,
+                 timeout: float = 10.0) -> None:
         self.server = server.rstrip("/")
         self.token = token
         self.timeout = timeout
-        self._ssl = ssl.create_default_context(cafile=str(ca_path))
+        self._ssl = ssl.create_default_context(cafile=None if ca_path is None else str(ca_path))
+        if client_cert is not None:
+            self._ssl.load_cert_chain(str(client_cert), None if client_key is None else str(client_key))
 
     def request(self, method: str, path: str, body: Any = None, *,
                 content_type: str = JSON) -> tuple[int, Any]:
         """Return the HTTP status and the decoded JSON (or text) body; never raise on 4xx/5xx."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.server + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}",
-            "Accept": JSON,
-            "Content-Type": content_type,
-        })
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
                 return resp.status, _decode(resp.read())

@@ -58,8 +58,9 @@ class OperatorProcess:
 
     def __init__(self, path: str | Path, namespace: str, *, kubeconfig: str,
                  env: Mapping[str, str] | None = None, extra_args: Sequence[str] = (),
-                 cwd: str | Path | None = None) -> None:
+                 cwd: str | Path | None = None, python: str | Path = sys.executable) -> None:
         self.path = Path(path)
+        self.python = str(python)  # another virtualenv's, e.g. to run an operator as installed
         self.namespace = namespace
         self.kubeconfig = kubeconfig
         self.env = dict(env or {})
@@ -72,7 +73,7 @@ class OperatorProcess:
         pythonpath = os.pathsep.join(filter(None, [str(self.cwd), os.environ.get("PYTHONPATH")]))
         env = dict(os.environ, KUBECONFIG=self.kubeconfig, PYTHONPATH=pythonpath, **self.env)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
+            [self.python, "-m", "kopf", "run", "--standalone", "--namespace", self.namespace,
              "--verbose", "--log-format=json", "--log-refkey=object", *self.extra_args, str(self.path)],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd, text=True,
         )

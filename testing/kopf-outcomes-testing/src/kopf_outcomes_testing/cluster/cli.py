@@ -1,4 +1,6 @@
-"""``kopf-outcomes cluster up|down|status|env``: the control plane from the shell.
+"""``kopf-outcomes cluster up|down|status|env|build``: the control plane from the shell.
+
+Registered in the main ``kopf-outcomes`` CLI through the ``kopf_outcomes.commands`` entry point.
 
 Progress goes to stderr and results to stdout, so that ``up``'s last stdout line (the admin
 kubeconfig path) and ``env``'s export lines can be consumed by scripts.
@@ -12,9 +14,9 @@ from typing import TypeVar
 
 import click
 
-from kopf_outcomes.cluster import control_plane
-from kopf_outcomes.cluster.errors import ClusterError
-from kopf_outcomes.cluster.kubeconfig import RESTRICTED_KUBECONFIG_ENV
+from kopf_outcomes_testing.cluster import binaries, control_plane
+from kopf_outcomes_testing.cluster.errors import ClusterError
+from kopf_outcomes_testing.cluster.kubeconfig import RESTRICTED_KUBECONFIG_ENV
 
 T = TypeVar("T")
 
@@ -51,6 +53,16 @@ def up(port: int | None, etcd_port: int | None, timeout: float) -> None:
     click.echo(f"cluster is up at {info.server}; export lines: kopf-outcomes cluster env",
                err=True)
     click.echo(str(info.admin_kubeconfig))
+
+
+@cluster.command()
+def build() -> None:
+    """Build kube-apiserver and etcd once with Go (minutes), into the cache; print the folder.
+
+    Not needed when ``KUBEBUILDER_ASSETS`` names envtest's binaries (``setup-envtest use -p path``).
+    """
+    found = _or_exit(lambda: binaries.build_binaries(_progress))
+    click.echo(str(found.kube_apiserver.parent))
 
 
 @cluster.command()

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kopf_outcomes.cluster import binaries, paths, pki, processes, resources
-from kopf_outcomes.cluster.api import RestClient
-from kopf_outcomes.cluster.kubeconfig import write_kubeconfig
-from kopf_outcomes.cluster.locks import file_lock
+from kopf_outcomes_testing.cluster import binaries, paths, processes, resources
+from kopf_outcomes_testing.cluster.api import RestClient
+from kopf_outcomes_testing.cluster.info import AUDIT_LOG, ClusterInfo
+from kopf_outcomes_testing.cluster.kubeconfig import write_kubeconfig
+from kopf_outcomes_testing.cluster.locks import file_lock
 
 Progress = Callable[[str], None]
 
@@ -36,30 +37,6 @@ def _silent(message: str) -> None:
 
 
 @dataclass(frozen=True)
-class ClusterInfo:
-    """How to reach a running control plane, as admin or as the restricted user."""
-
-    server: str
-    ca_path: Path
-    admin_token: str
-    restricted_token: str
-    admin_kubeconfig: Path
-    restricted_kubeconfig: Path
-    state_dir: Path
-
-    @property
-    def audit_log(self) -> Path:
-        """The API server's audit log of writes (JSON lines); read it with ``cluster.audit``."""
-        return self.state_dir / AUDIT_LOG
-
-    def admin_client(self) -> RestClient:
-        return RestClient(self.server, self.ca_path, self.admin_token)
-
-    def restricted_client(self) -> RestClient:
-        return RestClient(self.server, self.ca_path, self.restricted_token)
-
-
-@dataclass(frozen=True)
 class _State:
     """What ``state.json`` records: the processes always, the access data once ready."""
 
@@ -68,10 +45,12 @@ class _State:
 
 
 def ensure_running(*, apiserver_port: int | None = None, etcd_port: int | None = None,
-                   timeout: float = DEFAULT_TIMEOUT, progress: Progress = _silent) -> ClusterInfo:
+                   timeout: float = DEFAULT_TIMEOUT, progress: Progress = _silent,
+                   build: bool = True) -> ClusterInfo:
     """Return the running, healthy cluster, starting it first if needed (building if needed).
 
-    The ports apply only when starting; by default free ones are chosen.
+    The ports apply only when starting; by default free ones are chosen. With ``build=False``,
+    missing binaries raise :class:`~kopf_outcomes_testing.cluster.binaries.BinariesMissing`.
     Raises :class:`ClusterError` with a cause and a hint for anything the user can fix.
     """
     folder = paths.state_dir()
@@ -87,7 +66,7 @@ def ensure_running(*, apiserver_port: int | None = None, etcd_port: int | None =
         for port, what in ((apiserver_port, "kube-apiserver"), (etcd_port, "etcd client")):
             if port is not None:
                 processes.check_port_free(port, what=what)
-        found = binaries.find_binaries(progress)
+        found = binaries.find_binaries(progress, build=build)
         fixed_ports = apiserver_port is not None or etcd_port is not None
         attempt = 1
         while True:
@@ -127,6 +106,8 @@ def _lock_path(folder: Path) -> Path:
 def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
            etcd_port: int | None, timeout: float, progress: Progress) -> ClusterInfo:
     """Start etcd, then kube-apiserver; on any failure stop whatever was started."""
+    from kopf_outcomes_testing.cluster import pki  # cryptography: only when starting one
+
     started = time.monotonic()
     deadline = started + timeout
     shutil.rmtree(folder, ignore_errors=True)  # a fresh cluster: new keys, tokens, data
@@ -196,18 +177,20 @@ def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
                              timeout=timeout)
 
         ca_pem = certs.ca_cert.read_bytes()
+        admin_kubeconfig = folder / "admin.kubeconfig"
+        restricted_kubeconfig = folder / "restricted.kubeconfig"
         info = ClusterInfo(
             server=server,
             ca_path=certs.ca_cert,
             admin_token=tokens["admin"],
             restricted_token=tokens["restricted"],
-            admin_kubeconfig=folder / "admin.kubeconfig",
-            restricted_kubeconfig=folder / "restricted.kubeconfig",
+            admin_kubeconfig=admin_kubeconfig,
+            restricted_kubeconfig=restricted_kubeconfig,
             state_dir=folder,
         )
-        write_kubeconfig(info.admin_kubeconfig, server=server, ca_pem=ca_pem, user="admin",
+        write_kubeconfig(admin_kubeconfig, server=server, ca_pem=ca_pem, user="admin",
                          token=tokens["admin"])
-        write_kubeconfig(info.restricted_kubeconfig, server=server, ca_pem=ca_pem,
+        write_kubeconfig(restricted_kubeconfig, server=server, ca_pem=ca_pem,
                          user=resources.RESTRICTED_USER, token=tokens["restricted"])
         progress("installing the example CRD and the restricted user's RBAC")
         resources.install(info.admin_client(), info.restricted_client(),
@@ -221,8 +204,6 @@ def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
     progress(f"cluster ready in {time.monotonic() - started:.1f}s at {server}")
     return info
 
-
-AUDIT_LOG = "audit.log"
 
 _AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
@@ -276,7 +257,7 @@ def _write_state(folder: Path, state: _State) -> None:
     data: dict[str, Any] = {
         "processes": [{**dataclasses.asdict(p), "log": str(p.log)} for p in state.processes],
         "info": None if state.info is None else {
-            k: str(v) for k, v in dataclasses.asdict(state.info).items()},
+            k: str(v) for k, v in dataclasses.asdict(state.info).items() if v is not None},
     }
     path = _state_path(folder)
     tmp = path.with_suffix(".tmp")
