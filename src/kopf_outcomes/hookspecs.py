@@ -23,7 +23,7 @@ answer), and the operator keeps running.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
 import pluggy
@@ -113,6 +113,24 @@ def kopf_outcomes_observe_outcome(
     :param run: the handler run.
     :param outcome: the final outcome.
     :param patch: the object's pending merge-patch (empty for handlers without an object).
+    """
+
+
+@hookspec
+def kopf_outcomes_observe_object(
+    resource: ResourceRef | None, body: Mapping[str, Any], waiting: Mapping[str, str]
+) -> None:
+    """Be told which handlers of an object wait, on every processing cycle: for metrics.
+
+    Called once per cycle of each object that Kopf handles with change handlers (every watch
+    event, the initial listing after an operator restart included), before any handler runs,
+    also when none will: parked objects are not re-run, and this is how their waiting is seen.
+    Never called for Kopf's informational causes (gone, free, no-op). Must be cheap: no API calls.
+
+    :param resource: the resource kind.
+    :param body: the object as Kopf sees it in this cycle.
+    :param waiting: this cycle's handlers that wait, by id: ``"pending"``, ``"retrying"`` or
+        ``"retained"`` (a finalizer kept after a Fatal). Handlers not waiting are absent.
     """
 
 

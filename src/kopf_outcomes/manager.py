@@ -141,6 +141,7 @@ class PluginManager(pluggy.PluginManager):
             for impl in caller.get_hookimpls()
         )
         self.observed = bool(hook.kopf_outcomes_observe_outcome.get_hookimpls())
+        self.observes_objects = bool(hook.kopf_outcomes_observe_object.get_hookimpls())
         self.only_builtins = self.decides_builtin and not self.observed
         # The classification without the built-ins: "did any plugin decide?" is then a None check.
         self.classify_result_by_plugins = self.subset_hook_caller("kopf_outcomes_classify_result", [builtin])

@@ -45,10 +45,11 @@ async def test_conditions_plugin_writes_status_and_does_not_wake_the_handler(obj
         async def condition():
             body = await get_example(objects, namespace, "c")
             return [c for c in (body or {}).get("status", {}).get("conditions", [])
-                    if c["type"] == "Handler-delete_fn"]
+                    if c["type"] == "DeleteFnSucceeded"]
 
         [written] = await eventually(condition, what="the condition")
         assert (written["status"], written["reason"], written["message"]) == \
-               ("False", "Pending", "waiting for the test")
+               ("False", "Pending", "Handler 'delete_fn' is pending: waiting for the test. "
+                                    "It runs again when the object changes.")
         await asyncio.sleep(2)
         assert runs(op) == 1  # its own status write did not wake the parked handler

@@ -349,6 +349,8 @@ def test_plugins_lists_plugins_hooks_and_call_order(policy: Path) -> None:
         "    kopf_outcomes.policy",
         "  kopf_outcomes_observe_outcome",
         "    audit",
+        "  kopf_outcomes_observe_object",
+        "    (none)",
         "  kopf_outcomes_owned_fields",
         "    (none)",
     ]

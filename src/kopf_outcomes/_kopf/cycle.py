@@ -33,7 +33,7 @@ from kopf_outcomes._kopf.internals import (
     progress_of,
     subsettings_var,
 )
-from kopf_outcomes._kopf.runs import body_of, options_of
+from kopf_outcomes._kopf.runs import body_of, options_of, resource_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
@@ -217,6 +217,34 @@ def unparked_delays(delays: Collection[float], tolerance: float = 60.0) -> Colle
         else:
             expected.pop(match)
     return kept
+
+
+# The reasons of change causes whose handlers Kopf persists (not admission, not informational).
+_CHANGE_REASONS = frozenset({"create", "update", "delete", "resume"})
+
+
+def observe_object(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], cause: Cause,
+                   state: State) -> None:
+    """Tell plugins which handlers of this object wait, from the memory and Kopf's progress, on
+    every cycle of a change cause: parked objects are not re-run after a restart, but seen here."""
+    body = body_of(cause)
+    reason = getattr(getattr(cause, "reason", None), "value", None)
+    if body is None or reason not in _CHANGE_REASONS:
+        return
+    waiting: dict[str, str] = {}
+    for handler in handlers:
+        handler_state = progress_of(state, handler)
+        if handler_state.finished:
+            continue
+        found = record_of(cycle, str(handler.id), handler_state)
+        if found is not None and found["outcome"] in ("pending", "retained"):
+            waiting[str(handler.id)] = found["outcome"]
+        elif handler_state.retries:
+            waiting[str(handler.id)] = "retrying"
+    resource = resource_of(cause)
+    engine.guarded(plugins, cause.logger, "kopf_outcomes_observe_object",
+                   lambda: plugins.hook.kopf_outcomes_observe_object(resource=resource, body=body, waiting=waiting),
+                   None)
 
 
 def current_memory(plugins: PluginManager | None) -> Memory:

@@ -175,6 +175,8 @@ class Patch:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
         context, token = cycle.start(settings, cause, handlers, state)
         try:
+            if self.plugins.observes_objects:
+                cycle.observe_object(self.plugins, context, handlers, cause, state)
             handlers_todo, woken, waiting, waits = [], [], [], []
             now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
             for h in handlers:

@@ -1,18 +1,23 @@
-"""Every handler's latest outcome as a status condition of its object."""
+"""
+Every handler's latest outcome as a status condition of its object, by the Kubernetes API
+conventions, plus the summary condition ``HandlersSucceeded`` for ``kubectl wait``.
+
+Written into the same PATCH as Kopf's own changes; ``status.conditions`` is declared as this
+plugin's own field, so writing it never wakes a parked handler.
+"""
 from __future__ import annotations
 
-import datetime
-import re
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
-from kopf_outcomes import HandlerRun, Outcome, Success, hookimpl
+from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, Retry, Success, hookimpl
+from kopf_outcomes import memory as _memory
+from kopf_outcomes.options import retains_on_delete
+from kopf_outcomes_conditions.conventions import SUMMARY, condition_type, merged, now, summary, updated
+
+__all__ = ["FIELD", "SUMMARY", "condition_type"]
 
 FIELD = "status.conditions"
-
-
-def condition_type(handler_id: str) -> str:
-    return "Handler-" + re.sub(r"[^A-Za-z0-9._-]", "-", handler_id)
 
 
 @hookimpl
@@ -22,24 +27,71 @@ def kopf_outcomes_owned_fields() -> Iterable[str]:
 
 @hookimpl
 def kopf_outcomes_observe_outcome(run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
-    if run.body is None:
-        return  # activities and other handlers without an object
-    kind = condition_type(run.handler_id)
-    status = "True" if isinstance(outcome, Success) else "False"
-    reason = type(outcome).__name__
-    message = "" if isinstance(outcome, Success) else str(outcome)
+    if run.body is None or run.reason is None:
+        return  # activities, daemons, timers, watchers: no condition of the object describes them
+    status, reason, message = describe(run, outcome, patch)
+    metadata = run.body.get("metadata") or {}
+    generation = metadata.get("generation")
     pending = patch.get("status", {}).get("conditions")
-    conditions: list[dict[str, Any]] = list(
+    before: list[dict[str, Any]] = list(
         pending if pending is not None else (run.body.get("status") or {}).get("conditions") or [])
-    current = next((c for c in conditions if c.get("type") == kind), None)
-    if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == \
-            (status, reason, message):
-        return  # unchanged: write nothing
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    updated = {"type": kind, "status": status, "reason": reason, "message": message,
-               "lastTransitionTime": now if current is None or current.get("status") != status
-               else current.get("lastTransitionTime", now)}
-    conditions = [updated if c.get("type") == kind else c for c in conditions]
-    if current is None:
-        conditions.append(updated)
-    patch.setdefault("status", {})["conditions"] = conditions
+    at, kind = now(), condition_type(run.handler_id)
+    conditions = merged(before, updated(_find(before, kind), kind, status, reason, message, generation, at))
+    others = [c for c in conditions if c.get("type") != SUMMARY]  # the summary stays last
+    conditions = [*others, summary(others, generation, _find(before, SUMMARY), at)]
+    if conditions != before:
+        patch.setdefault("status", {})["conditions"] = conditions
+
+
+def describe(run: HandlerRun, outcome: Outcome, patch: Mapping[str, Any] | None = None) -> tuple[str, str, str]:
+    """Status, reason and a message a person can act on."""
+    handler = f"Handler {run.handler_id!r}"
+    if isinstance(outcome, Success):
+        return "True", "Succeeded", f"{handler} succeeded."
+    if isinstance(outcome, Pending):
+        fields = run.options.depends_on
+        change = f"any of {', '.join(fields)} changes" if fields else "the object changes"
+        recheck = f", and every {outcome.recheck:g} s" if outcome.recheck is not None else ""
+        return "False", "Pending", f"{handler} is pending: {outcome.reason}. It runs again when {change}{recheck}."
+    if isinstance(outcome, Retry):
+        return "False", "Retrying", (f"{handler} failed temporarily (attempt {run.retry + 1}): {outcome.reason}. "
+                                     f"It is retried in {outcome.delay:g} s.")
+    if isinstance(outcome, Fatal) and retains_on_delete(run.reason, outcome.on_delete, run.options):
+        return "False", "FinalizerRetained", (
+            f"{handler} failed permanently: {outcome.reason}. The finalizer is retained until a person "
+            f"releases it, after fixing the cause: {release_command(run, patch or {})}")
+    if isinstance(outcome, Fatal):
+        return "False", "Failed", f"{handler} failed permanently: {outcome.reason}."
+    return "Unknown", "Unknown", f"{handler} ended with an outcome of unknown type {type(outcome).__name__}."
+
+
+def release_command(run: HandlerRun, patch: Mapping[str, Any]) -> str:
+    """The exact command that releases a retained finalizer."""
+    metadata = (run.body or {}).get("metadata") or {}
+    resource = run.resource
+    kind = f"{resource.plural}.{resource.group}" if resource is not None and resource.group else (
+        resource.plural if resource is not None else "OBJECT")
+    namespace = f" -n {metadata['namespace']}" if metadata.get("namespace") else ""
+    annotation = release_annotation(run, patch)
+    return f"kubectl annotate {kind} {metadata.get('name', 'NAME')}{namespace} {annotation}={run.handler_id}"
+
+
+def release_annotation(run: HandlerRun, patch: Mapping[str, Any]) -> str:
+    """The release annotation of the operator that retains it: each operator's memory keys derive
+    from its finalizer; the one whose memory (in this cycle's patch) says "retained" is it."""
+    metadata = (run.body or {}).get("metadata") or {}
+    annotations = {**(metadata.get("annotations") or {}), **(patch.get("metadata") or {}).get("annotations", {})}
+    for finalizer in metadata.get("finalizers") or []:
+        keys = _memory.keys_for(finalizer)
+        raw = annotations.get(keys.memory)
+        try:
+            found = _memory.parse(raw).get(run.handler_id) if raw else None
+        except ValueError:
+            continue
+        if found is not None and found["outcome"] == "retained":
+            return keys.release
+    return _memory.DEFAULT_KEYS.release
+
+
+def _find(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == kind), None)

@@ -1,0 +1,115 @@
+"""
+What the plugin does with what the core tells it: Kopf-free, so it is tested without Kopf.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, ResourceRef, Retry, Success
+from kopf_outcomes.options import retains_on_delete
+from kopf_outcomes_prometheus.metrics import Metrics
+from kopf_outcomes_prometheus.tracking import WaitClock, Waiting
+
+# The engine's fallback after a plugin failed names the plugin in its reason.
+_PLUGIN_FAILURE = re.compile(r"""^plugin (['"])(?P<name>.*?)\1 failed: """)
+
+
+class Observer:
+    """Counts outcomes, tracks waiting handlers and wait times, in one registry."""
+
+    def __init__(self, registry: CollectorRegistry, *, objects_reported: bool,
+                 failures_reported: bool = False) -> None:
+        # Without the core's per-cycle report of each object, the waiting gauge would be wrong
+        # after a restart (parked objects are not re-run): it is then not exported at all.
+        self.waiting = Waiting() if objects_reported else None
+        self.clock = WaitClock()
+        self.failures_reported = failures_reported
+        self.metrics = Metrics(registry, waiting=self.waiting)
+
+    def outcome(self, run: HandlerRun, outcome: Outcome, *, now: float | None = None) -> None:
+        resource = str(run.resource) if run.resource is not None else ""
+        name, level = labels_of(outcome)
+        self.metrics.outcomes.labels(resource, run.handler_id, name, level).inc()
+        if not self.failures_reported and isinstance(outcome, Retry):
+            match = _PLUGIN_FAILURE.match(outcome.reason)
+            if match and type(outcome).__name__ == "PluginFailure":
+                self.plugin_failed(match.group("name"))
+        uid = _uid(run.body)
+        if uid is None:
+            return  # activities: no object waits
+        handler, cause = run.handler_id, run.reason or ""
+        now = time.time() if now is None else now
+        state: str | None = None
+        if isinstance(outcome, Success):
+            started = self.clock.stop(uid, handler, cause)
+            if started is None:
+                started = _since(run.previous)  # waited before a restart: the memory knows since when
+            if started is not None:
+                self.metrics.wait.labels(resource, handler, cause).observe(max(0.0, now - started))
+            self.clock.forget(uid, handler)
+        elif isinstance(outcome, (Pending, Retry)):
+            self.clock.start(uid, handler, cause, now)
+            state = "pending" if isinstance(outcome, Pending) else "retrying"
+        elif isinstance(outcome, Fatal):
+            self.clock.forget(uid, handler)
+            state = "retained" if retains(run, outcome) else None
+        if self.waiting is not None:
+            self.waiting.set(uid, resource, handler, state)
+
+    def object(self, resource: ResourceRef | None, body: Mapping[str, Any], waiting: Mapping[str, str]) -> None:
+        """The core's report of one object's waiting handlers, on every cycle (restarts included)."""
+        uid = _uid(body)
+        if uid is None or self.waiting is None:
+            return
+        self.waiting.replace(uid, str(resource) if resource is not None else "", waiting)
+
+    def plugin_failed(self, plugin: str) -> None:
+        self.metrics.plugin_failures.labels(plugin).inc()
+
+
+def labels_of(outcome: Outcome) -> tuple[str, str]:
+    """The ``outcome`` and ``level`` labels: level only where the outcome has one."""
+    name = _base(outcome).__name__.lower()
+    if isinstance(outcome, (Retry, Fatal)):
+        return name, logging.getLevelName(outcome.level).lower()
+    return name, ""
+
+
+def _base(outcome: Outcome) -> type[Outcome]:
+    for kind in (Success, Pending, Retry, Fatal):
+        if isinstance(outcome, kind):
+            return kind
+    return type(outcome)
+
+
+def retains(run: HandlerRun, outcome: Fatal) -> bool:
+    """Whether a Fatal keeps the finalizer: the core's own rule (on deletion, retain chosen)."""
+    return retains_on_delete(run.reason, outcome.on_delete, run.options)
+
+
+def _uid(body: Mapping[str, Any] | None) -> str | None:
+    if body is None:
+        return None
+    uid = (body.get("metadata") or {}).get("uid")
+    return str(uid) if uid else None
+
+
+def _since(previous: Mapping[str, Any] | None) -> float | None:
+    """The memory's ``since`` (UTC ISO time of the last change of conclusion), where it has one."""
+    value = (previous or {}).get("since")
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()

@@ -1,0 +1,1 @@
+"""Why does an object wait? Read-only diagnosis from the objects themselves: ``why`` and ``stuck``."""

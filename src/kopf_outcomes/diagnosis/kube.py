@@ -1,0 +1,161 @@
+"""
+Reading objects as ``kubectl`` does: the user's kubeconfig and current context, no new dependency.
+
+The credentials come from Kopf's public ``kopf.login_with_kubeconfig()`` (tokens, client
+certificates, basic auth); the requests are plain HTTPS GETs from the standard library.
+Kubeconfigs that need an exec plugin are not supported: pipe ``kubectl get -o json`` instead.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import ssl
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+
+
+class KubeError(Exception):
+    """A request failed or the input names nothing; the message says which and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A resource kind as discovery describes it."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api(self) -> str:
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    @property
+    def qualified(self) -> str:
+        """``kopfexamples.kopf.dev``: what ``kubectl`` accepts and prints."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str | None, name: str | None = None) -> str:
+        where = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
+        return f"{self.api}{where}/{self.plural}" + (f"/{name}" if name else "")
+
+
+class Client:
+    """GETs against the API server of the current context."""
+
+    def __init__(self, info: kopf.ConnectionInfo) -> None:
+        if not info.server:
+            raise KubeError("the current context's cluster has no server")
+        self.server = info.server.rstrip("/")
+        self.default_namespace = info.default_namespace or "default"
+        self._headers = {"Accept": "application/json", "User-Agent": "kopf-outcomes-cli"}
+        if info.token:
+            self._headers["Authorization"] = f"Bearer {info.token}"
+        elif info.username and info.password:
+            basic = base64.b64encode(f"{info.username}:{info.password}".encode()).decode()
+            self._headers["Authorization"] = f"Basic {basic}"
+        self._context = _ssl_context(info) if self.server.startswith("https:") else None
+
+    @classmethod
+    def from_kubeconfig(cls) -> Client:
+        try:
+            info = kopf.login_with_kubeconfig(settings=kopf.OperatorSettings())
+        except (OSError, KeyError, ValueError, kopf.LoginError) as e:
+            raise KubeError(f"cannot read the kubeconfig ({os.environ.get('KUBECONFIG') or '~/.kube/config'}): "
+                            f"{type(e).__name__}: {e}") from e
+        if info is None:
+            raise KubeError("no kubeconfig: set KUBECONFIG or create ~/.kube/config")
+        return cls(info)
+
+    def get(self, path: str, **query: str) -> dict[str, Any]:
+        url = self.server + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        request = urllib.request.Request(url, headers=self._headers)
+        try:
+            with urllib.request.urlopen(request, context=self._context, timeout=30) as response:
+                data: dict[str, Any] = json.loads(response.read())
+                return data
+        except urllib.error.HTTPError as e:
+            detail = _status_message(e.read()) or e.reason
+            raise KubeError(f"GET {path}: {e.code} {detail}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise KubeError(f"GET {self.server}{path}: {getattr(e, 'reason', e)}") from None
+
+    def kinds(self) -> Iterator[Kind]:
+        """Every listable top-level resource kind the server serves (preferred versions only)."""
+        yield from self._kinds("", "v1")
+        for group in self.get("/apis").get("groups", []):
+            preferred = group.get("preferredVersion") or (group.get("versions") or [{}])[0]
+            if preferred.get("version"):
+                yield from self._kinds(group["name"], preferred["version"])
+
+    def _kinds(self, group: str, version: str) -> Iterator[Kind]:
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        for resource in self.get(path).get("resources", []):
+            if "/" not in resource["name"] and "list" in resource.get("verbs", []):
+                yield Kind(group, version, resource["name"], resource.get("kind", ""),
+                           bool(resource.get("namespaced")))
+
+    def resolve(self, text: str) -> Kind:
+        """``kopfexamples``, ``kex``, ``KopfExample``, ``kopfexamples.kopf.dev``, ``kopfexamples.v1.kopf.dev``."""
+        wanted = text.lower()
+        first, _, rest = wanted.partition(".")
+        for kind in self.kinds():
+            names = {kind.plural, kind.kind.lower()}
+            if not rest and (first in names or first in self._aliases(kind)):
+                return kind
+            if rest and first in names and rest in (kind.group, f"{kind.version}.{kind.group}"):
+                return kind
+        raise KubeError(f"the server has no resource kind {text!r} (try: kubectl api-resources)")
+
+    def _aliases(self, kind: Kind) -> set[str]:
+        # Short and singular names are in discovery too; read them only when the plural missed.
+        path = kind.api
+        for resource in self.get(path).get("resources", []):
+            if resource["name"] == kind.plural:
+                return {*(resource.get("shortNames") or []), resource.get("singularName") or ""} - {""}
+        return set()
+
+
+def _status_message(payload: bytes) -> str:
+    try:
+        return str(json.loads(payload).get("message", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if info.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if info.ca_path:
+        context.load_verify_locations(cafile=os.fspath(info.ca_path))
+    elif info.ca_data:
+        context.load_verify_locations(cadata=base64.b64decode(info.ca_data).decode())
+    if info.certificate_path or info.certificate_data:
+        with tempfile.TemporaryDirectory(prefix="kopf-outcomes-") as folder:
+            # ssl loads client certificates from files only: inline data goes to a private temp file.
+            certificate = _file(info.certificate_path, info.certificate_data, os.path.join(folder, "crt"))
+            key = (_file(info.private_key_path, info.private_key_data, os.path.join(folder, "key"))
+                   if info.private_key_path or info.private_key_data else None)
+            context.load_cert_chain(certificate, key)
+    return context
+
+
+def _file(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None, data: str | bytes | None,
+          target: str) -> str:
+    if path:
+        return os.fsdecode(path)
+    with open(os.open(target, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as handle:
+        handle.write(base64.b64decode(data or b""))
+    return target

@@ -1,0 +1,119 @@
+"""Reports as people read them (tables) and as scripts read them (JSON, YAML)."""
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml  # PyYAML comes with Kopf
+
+PARKED_AFTER = 5 * 365 * 24 * 3600  # a Kopf delay this far out is a parked handler's, shown as such
+
+
+def data(value: object, output: str) -> str:
+    if output == "json":
+        return json.dumps(value, indent=2)
+    return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True)).rstrip("\n")
+
+
+def duration(seconds: float | None) -> str:
+    """As kubectl shows ages: 42s, 3m12s, 2h5m, 4d3h."""
+    if seconds is None:
+        return "-"
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+             for row in [headers, *rows]]
+    return "\n".join(lines)
+
+
+def why(report: Mapping[str, Any]) -> str:
+    where = f" in namespace {report['namespace']}" if report.get("namespace") else ""
+    lines = [f"{report['resource']}/{report['name']}{where}"]
+    if report.get("deletionTimestamp"):
+        lines.append(f"  deleting since {report['deletionTimestamp']} ({duration(report['waitingSeconds'])})")
+    finalizers = report.get("finalizers") or []
+    if not finalizers:
+        lines.append("  finalizers: none")
+    for finalizer in finalizers:
+        note = ""
+        if finalizer["retainedBy"]:
+            note = f" — retained on purpose by {', '.join(finalizer['retainedBy'])}"
+        elif finalizer["operator"]:
+            note = " — the operator's"
+        lines.append(f"  finalizer: {finalizer['name']}{note}")
+    handlers = report.get("handlers") or []
+    if not handlers:
+        lines.append("  no handler has progress or memory on this object")
+        return "\n".join(lines)
+    rows = []
+    for handler in handlers:
+        record, kp = handler.get("memory") or {}, handler.get("progress") or {}
+        rows.append([handler["id"], handler["state"], record.get("reason") or kp.get("message") or "",
+                     short(record.get("since")), str(kp.get("retries", "-")), short(kp.get("started")),
+                     _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"))])
+    lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
+    for handler in handlers:
+        if handler.get("release"):
+            lines += ["", f"{handler['id']} retains the finalizer on purpose. Once the cause is fixed, release it:",
+                      f"  {handler['release']}"]
+    return "\n".join(lines)
+
+
+def stuck(reports: Sequence[Mapping[str, Any]]) -> str:
+    if not reports:
+        return "No object is being deleted with finalizers held."
+    rows = []
+    for report in reports:
+        waiting = [f"{h['id']}: {h['state']}" for h in report["handlers"] if h["state"] != "succeeded"]
+        rows.append([report.get("namespace") or "-", f"{report['resource']}/{report['name']}",
+                     duration(report.get("waitingSeconds")),
+                     ",".join(f["name"] for f in report["finalizers"]),
+                     "; ".join(waiting) or _unexplained(report)])
+    return table(["NAMESPACE", "OBJECT", "DELETING FOR", "FINALIZERS", "HANDLERS"], rows)
+
+
+def _unexplained(report: Mapping[str, Any]) -> str:
+    if any(f["operator"] for f in report["finalizers"]):
+        return "no progress of the operator's handlers yet: is the operator running?"
+    return "held by other finalizers than this operator's"
+
+
+def short(stamp: str | None) -> str:
+    """Kopf's times to the second, in UTC, as Kubernetes shows its own: 2026-12-02T20:42:55Z."""
+    moment = _parse(stamp)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else (stamp or "-")
+
+
+def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None) -> str:
+    """When it runs again: Kopf's timer, or for a parked handler what wakes it (the memory's scope)."""
+    moment = _parse(delayed)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if state in ("pending", "retained") and moment is not None and (moment - now).total_seconds() > PARKED_AFTER:
+        if state == "retained":
+            return "when released"
+        return f"on a change of {', '.join(depends_on)}" if depends_on else "on any change"
+    return short(delayed)
+
+
+def _parse(stamp: str | None) -> datetime.datetime | None:
+    if not stamp:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:  # older Kopf stores naive UTC times
+        return moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.astimezone(datetime.timezone.utc)

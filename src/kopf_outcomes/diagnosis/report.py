@@ -1,0 +1,88 @@
+"""
+Why an object waits: one report per object, from the object alone — Kopf's progress, our
+memory, the finalizers, and for a finalizer retained on purpose the command that releases it.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kopf_outcomes import memory
+from kopf_outcomes.diagnosis import progress
+from kopf_outcomes.diagnosis.kube import Kind
+
+KOPF_FINALIZER = memory.DEFAULT_FINALIZER
+_logger = logging.getLogger("kopf_outcomes.diagnosis")
+
+
+def records(body: Mapping[str, Any], finalizer: str = KOPF_FINALIZER) -> dict[str, dict[str, Any]]:
+    """The operator's memory of the object (its keys derive from its finalizer) — read only
+    through kopf_outcomes.memory, whose format is its own."""
+    found = memory.read(body, _logger, memory.keys_for(finalizer))
+    return {handler_id: dict(record) for handler_id, record in found.items()}
+
+
+def release_command(kind: Kind, body: Mapping[str, Any], handler_id: str, finalizer: str = KOPF_FINALIZER) -> str:
+    metadata = body.get("metadata") or {}
+    namespace = f" -n {metadata['namespace']}" if metadata.get("namespace") else ""
+    return (f"kubectl annotate {kind.qualified} {metadata.get('name')}{namespace} "
+            f"{memory.keys_for(finalizer).release}={handler_id}")
+
+
+def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "both",
+           prefix: str = progress.DEFAULT_PREFIX, status_field: str = progress.DEFAULT_STATUS_FIELD,
+           finalizer: str = KOPF_FINALIZER, now: datetime.datetime | None = None) -> dict[str, Any]:
+    """Everything ``why`` shows, as plain data (the ``-o json``/``yaml`` form)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    metadata = body.get("metadata") or {}
+    remembered = records(body, finalizer)
+    progresses = progress.read(body, remembered, storage=storage, prefix=prefix, status_field=status_field)
+    handlers = []
+    for handler_id in dict.fromkeys([*progresses, *remembered]):
+        record, kopf_progress = remembered.get(handler_id), progresses.get(handler_id)
+        state = _state(record, kopf_progress)
+        handlers.append({
+            "id": handler_id,
+            "state": state,
+            "memory": record,
+            "progress": kopf_progress,
+            "release": release_command(kind, body, handler_id, finalizer) if state == "retained" else None,
+        })
+    retained = [h["id"] for h in handlers if h["state"] == "retained"]
+    deleted_at = metadata.get("deletionTimestamp")
+    return {
+        "resource": kind.qualified,
+        "kind": kind.kind,
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name"),
+        "generation": metadata.get("generation"),
+        "deletionTimestamp": deleted_at,
+        "waitingSeconds": _seconds_since(deleted_at, now) if deleted_at else None,
+        "finalizers": [{"name": name, "operator": name == finalizer, "retainedBy": retained if name == finalizer
+                        else []} for name in metadata.get("finalizers") or []],
+        "handlers": handlers,
+    }
+
+
+def _state(record: Mapping[str, Any] | None, kopf_progress: Mapping[str, Any] | None) -> str:
+    """One word per handler: pending, retained, retrying, failed, succeeded, running or unknown."""
+    conclusion = (record or {}).get("outcome")
+    if conclusion in ("pending", "retained"):
+        return str(conclusion)
+    kp = kopf_progress or {}
+    if kp.get("success"):
+        return "succeeded"
+    if kp.get("failure") or conclusion == "fatal":
+        return "failed"
+    if kp.get("retries") or conclusion == "retry":
+        return "retrying"
+    if conclusion == "success":
+        return "succeeded"
+    return "running" if kp.get("started") else "unknown"
+
+
+def _seconds_since(stamp: str, now: datetime.datetime) -> float:
+    moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return max(0.0, (now - moment).total_seconds())

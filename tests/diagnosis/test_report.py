@@ -1,0 +1,103 @@
+"""why/stuck's own logic on synthetic objects: Kopf's storages, the memory, states, rendering."""
+from __future__ import annotations
+
+import datetime
+import json
+
+import kopf
+import pytest
+
+from kopf_outcomes import memory
+from kopf_outcomes.diagnosis import progress, render
+from kopf_outcomes.diagnosis.kube import Kind
+from kopf_outcomes.diagnosis.report import report
+
+KIND = Kind("kopf.dev", "v1", "kopfexamples", "KopfExample", namespaced=True)
+NOW = datetime.datetime(2026, 12, 2, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+def body(annotations: dict | None = None, status: dict | None = None, finalizers: list | None = None) -> dict:
+    return {"metadata": {"name": "x", "namespace": "ns", "uid": "u", "annotations": annotations or {},
+                         "finalizers": finalizers if finalizers is not None else [memory.DEFAULT_FINALIZER],
+                         "deletionTimestamp": "2026-12-02T11:58:30Z"},
+            "status": status or {}}
+
+
+def kopf_progress(storage: kopf.ProgressStorage, handler_id: str, record: dict, into: dict) -> None:
+    """Write a progress record exactly as Kopf does, into a body."""
+    patch = kopf.Patch()
+    storage.store(key=kopf.HandlerId(handler_id), record=record, body=kopf.Body(into), patch=patch)
+    for key, value in (patch.get("metadata") or {}).get("annotations", {}).items():
+        into["metadata"]["annotations"][key] = value
+    merge(into["status"], patch.get("status") or {})
+
+
+def merge(into: dict, patch: dict) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def test_states_from_memory_and_kopfs_progress_in_either_storage():
+    for storage, options in ((kopf.AnnotationsProgressStorage(), {}),
+                             (kopf.StatusProgressStorage(), {"storage": "status"}),
+                             (kopf.AnnotationsProgressStorage(prefix="my.example.com"), {"prefix": "my.example.com"})):
+        found = body()
+        kopf_progress(storage, "create_fn/sub-1", {"started": "2026-12-02T11:58:30", "retries": 2,
+                                                   "success": False, "failure": False, "message": "busy"}, found)
+        kopf_progress(storage, "delete_fn", {"started": "2026-12-02T11:58:30", "retries": 1, "success": True,
+                                             "failure": False}, found)
+        got = report(KIND, found, now=NOW, **options)
+        # Without a memory record to name it, a sub-handler's id is as Kopf's annotation key has it.
+        sub = "create_fn/sub-1" if options.get("storage") == "status" else "create_fn.sub-1"
+        assert {h["id"]: h["state"] for h in got["handlers"]} == {sub: "retrying", "delete_fn": "succeeded"}, options
+        assert got["waitingSeconds"] == 90.0
+
+
+def test_a_long_handler_id_is_found_through_kopfs_key_convention():
+    found = body()
+    long_id = "a_handler_with_a_very_long_name/and_a_sub_handler_with_an_even_longer_name"
+    kopf_progress(kopf.AnnotationsProgressStorage(), long_id, {"retries": 1, "message": "m"}, found)
+    record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=True, depends_on=None)
+    found["metadata"]["annotations"][memory.MEMORY_ANNOTATION] = json.dumps({long_id: record})
+    [handler] = report(KIND, found, now=NOW)["handlers"]
+    assert (handler["id"], handler["state"], handler["progress"]["message"]) == (long_id, "pending", "m")
+
+
+def test_retained_names_the_finalizer_and_the_operators_own_release_annotation():
+    finalizer = "my-op.example.com/finalizer"
+    keys = memory.keys_for(finalizer)
+    record = memory.record(None, digest="d", outcome="retained", reason="lost", parked=True, depends_on=None)
+    found = body({keys.memory: json.dumps({"delete_fn": record})}, finalizers=[finalizer, "other/one"])
+    got = report(KIND, found, finalizer=finalizer, now=NOW)
+    assert got["finalizers"] == [{"name": finalizer, "operator": True, "retainedBy": ["delete_fn"]},
+                                 {"name": "other/one", "operator": False, "retainedBy": []}]
+    assert got["handlers"][0]["release"] == f"kubectl annotate kopfexamples.kopf.dev x -n ns {keys.release}=delete_fn"
+    assert report(KIND, found, now=NOW)["handlers"] == []  # the default operator has no memory here
+
+
+def test_garbage_memory_reads_as_none():
+    found = body({memory.MEMORY_ANNOTATION: "{not json"})
+    assert report(KIND, found, now=NOW)["handlers"] == []
+
+
+@pytest.mark.parametrize("seconds, shown", [(None, "-"), (5, "5s"), (65, "1m5s"), (3725, "1h2m"), (90061, "1d1h")])
+def test_durations_read_as_kubectl_ages(seconds, shown):
+    assert render.duration(seconds) == shown
+
+
+def test_stuck_explains_objects_without_progress():
+    waiting = report(KIND, body(), now=NOW)
+    foreign = report(KIND, body(finalizers=["other/one"]), now=NOW)
+    text = render.stuck([waiting, foreign])
+    assert "is the operator running?" in text.splitlines()[1]
+    assert "held by other finalizers" in text.splitlines()[2]
+    assert render.stuck([]) == "No object is being deleted with finalizers held."
+
+
+def test_progress_read_ignores_what_is_not_progress():
+    found = body({"kopf.zalando.org/last-handled-configuration": '{"spec": {}}',
+                  "kopf.zalando.org/touch-dummy": "2026", "kopf.zalando.org/kopf-managed": "yes"})
+    assert progress.read(found, []) == {}

@@ -1,0 +1,130 @@
+"""
+The conditions plugin on the real API server, read by the real ``kubectl``: the API conventions
+(types, reasons, status, observedGeneration, lastTransitionTime), ``kubectl wait`` on the summary,
+and the retained finalizer released with the exact command its message gives.
+"""
+from __future__ import annotations
+
+import asyncio
+import shlex
+import shutil
+
+import pytest
+
+from kopf_outcomes_testing.cluster.audit import AuditLog
+from tests.e2e.conftest import create_example, eventually, get_example
+from tests.e2e.test_outcomes import gone, start_deleting
+
+OPERATOR = "tests/e2e/operators/conditions_operator.py"
+PLUGINS = {"KOPF_OUTCOMES_PLUGINS": "conditions"}
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+
+async def kubectl(cluster, *args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        "kubectl", "--kubeconfig", str(cluster.admin_kubeconfig), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    output, _ = await process.communicate()
+    return process.returncode or 0, output.decode()
+
+
+async def conditions(objects, namespace: str, name: str) -> dict[str, dict]:
+    body = await get_example(objects, namespace, name)
+    return {c["type"]: c for c in ((body or {}).get("status") or {}).get("conditions") or []}
+
+
+async def condition(objects, namespace: str, name: str, kind: str, reason: str) -> dict | None:
+    found = (await conditions(objects, namespace, name)).get(kind)
+    return found if found is not None and found["reason"] == reason else None
+
+
+async def test_kubectl_waits_for_the_summary_of_a_succeeded_object(cluster, objects, namespace, operator):
+    async with operator(OPERATOR, **PLUGINS):
+        await create_example(objects, namespace, "s")
+        code, output = await kubectl(cluster, "wait", "--for=condition=HandlersSucceeded", "--timeout=30s",
+                                     "-n", namespace, "kopfexamples.kopf.dev/s")
+        assert code == 0, output
+        assert "condition met" in output
+        written = await conditions(objects, namespace, "s")
+        assert set(written) == {"CreateFnSucceeded", "HandlersSucceeded"}
+        for kind in written:
+            stamp = written[kind].pop("lastTransitionTime")
+            assert stamp.endswith("Z") and "T" in stamp
+        assert written["CreateFnSucceeded"] == {
+            "type": "CreateFnSucceeded", "status": "True", "reason": "Succeeded",
+            "message": "Handler 'create_fn' succeeded.", "observedGeneration": 1}
+        assert written["HandlersSucceeded"] == {
+            "type": "HandlersSucceeded", "status": "True", "reason": "Succeeded",
+            "message": "All handlers succeeded.", "observedGeneration": 1}
+
+
+async def test_pending_then_success_moves_the_transition_time_only_with_the_status(
+        cluster, objects, namespace, operator):
+    audit = AuditLog(cluster.audit_log)
+    async with operator(OPERATOR, **PLUGINS) as op:
+        await create_example(objects, namespace, "p", {"onCreate": "pending"})
+        first = await eventually(lambda: condition(objects, namespace, "p", "CreateFnSucceeded", "Pending"),
+                                 what="the Pending condition")
+        assert (first["status"], first["observedGeneration"]) == ("False", 1)
+        assert first["message"] == ("Handler 'create_fn' is pending: waiting for the external system. "
+                                    "It runs again when the object changes.")
+        summary = (await conditions(objects, namespace, "p"))["HandlersSucceeded"]
+        assert (summary["status"], summary["reason"]) == ("False", "Pending")
+        assert summary["message"] == f"Waiting for 1 handler(s): CreateFn. CreateFnSucceeded: {first['message']}"
+        code, output = await kubectl(cluster, "wait", "--for=condition=HandlersSucceeded", "--timeout=2s",
+                                     "-n", namespace, "kopfexamples.kopf.dev/p")
+        assert code != 0 and "timed out" in output
+
+        # Parked: its conditions cost no write.
+        await asyncio.sleep(1)
+        mark = audit.mark()
+        await asyncio.sleep(2)
+        assert audit.writes(since=mark, user_agent="kopf", namespace=namespace, name="p") == []
+
+        # A change that leaves it pending: a new generation observed, the same transition time.
+        await objects.patch_namespaced_custom_object(
+            "kopf.dev", "v1", namespace, "kopfexamples", "p", {"spec": {"other": 1}},
+            _content_type="application/merge-patch+json")
+
+        async def observed(generation: int) -> dict | None:
+            found = await condition(objects, namespace, "p", "CreateFnSucceeded", "Pending")
+            return found if found is not None and found["observedGeneration"] == generation else None
+        second = await eventually(lambda: observed(2), what="generation 2 observed")
+        assert second["lastTransitionTime"] == first["lastTransitionTime"]
+        assert second["status"] == "False"
+
+        # Success: the status changes, and so does the transition time.
+        await asyncio.sleep(1.1)  # the times have a resolution of one second
+        await objects.patch_namespaced_custom_object(
+            "kopf.dev", "v1", namespace, "kopfexamples", "p", {"spec": {"onCreate": "success"}},
+            _content_type="application/merge-patch+json")
+        code, output = await kubectl(cluster, "wait", "--for=condition=HandlersSucceeded", "--timeout=30s",
+                                     "-n", namespace, "kopfexamples.kopf.dev/p")
+        assert code == 0, output
+        third = (await conditions(objects, namespace, "p"))["CreateFnSucceeded"]
+        assert (third["status"], third["reason"], third["observedGeneration"]) == ("True", "Succeeded", 3)
+        assert third["lastTransitionTime"] > first["lastTransitionTime"]
+        assert not [r for r in op.records() if r.level == "ERROR"]
+
+
+async def test_a_retained_finalizer_says_how_to_release_it_and_that_command_works(
+        cluster, objects, namespace, operator):
+    async with operator(OPERATOR, **PLUGINS):
+        await start_deleting(objects, namespace, "f", {"onDelete": "fatal-retain"})
+        retained = await eventually(
+            lambda: condition(objects, namespace, "f", "DeleteFnSucceeded", "FinalizerRetained"),
+            what="the retained condition")
+        command = (f"kubectl annotate kopfexamples.kopf.dev f -n {namespace} "
+                   f"outcomes.kopf.zalando.org/release=delete_fn")
+        assert retained["status"] == "False"
+        assert retained["message"] == (
+            "Handler 'delete_fn' failed permanently: the external system lost the record. The finalizer is "
+            f"retained until a person releases it, after fixing the cause: {command}")
+        summary = (await conditions(objects, namespace, "f"))["HandlersSucceeded"]
+        assert (summary["status"], summary["reason"]) == ("False", "FinalizerRetained")
+
+        # A person runs the command from the message, as it is.
+        code, output = await kubectl(cluster, *shlex.split(retained["message"].rsplit(": ", 1)[1])[1:])
+        assert code == 0, output
+        await eventually(lambda: gone(objects, namespace, "f"), what="the object to go")
