@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,6 +53,15 @@ def pytest(root: Path, report: Path, args: list[str], *, patched: bool, workers:
         raise SystemExit(f"parity: pytest exited with {code} in the {'patched' if patched else 'stock'} run")
 
 
+def reports_dir(version: str, keep: int = 5) -> Path:
+    """A fresh folder per run (runs may overlap), the oldest beyond ``keep`` removed."""
+    parent = sdist.CACHE / "parity-reports"
+    parent.mkdir(parents=True, exist_ok=True)
+    for old in sorted(parent.iterdir(), key=lambda path: path.stat().st_mtime)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"kopf-{version}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=parent))
+
+
 def patch_stats(stats: Path) -> tuple[int, list[str]]:
     """How many checks of the patch were done (all workers), and which found it inactive."""
     files = glob.glob(f"{stats}.*.json")
@@ -86,9 +96,7 @@ def main() -> int:
     root = sdist.unpack(sdist.fetch(version), version)
     if not options.no_install:
         sdist.install_requirements(sdist.test_requirements(root))
-    out = sdist.CACHE / "parity-reports" / f"kopf-{version}"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = reports_dir(version)
     print(f"parity: Kopf {version}'s suite in {root}; reports in {out}", flush=True)
     args = options.pytest_args or ["tests"]
 
