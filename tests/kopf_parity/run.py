@@ -37,7 +37,7 @@ def pytest(root: Path, report: Path, args: list[str], *, patched: bool, workers:
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [env.get("PYTHONPATH")])])
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
                "-o", "junit_family=xunit1", "--no-header", "-rN", "--tb=line" if workers else "--tb=short",
-               "-p", "kopf_parity_order", "-o", f"timeout={TIMEOUT}"]
+               "-p", "kopf_parity_order", "-o", f"timeout={TIMEOUT}", "--continue-on-collection-errors"]
     command += ["-n", str(workers)] if workers else ["-p", "no:xdist"]
     if patched:
         command += ["-p", "kopf_parity_plugin"]
