@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report as reporting
-from benchmarks.common import ROOT, api_client, machine_info, now_iso, say
+from benchmarks.common import ROOT, machine_info, now_iso, say
+from benchmarks.kube import api_client, ensure_crd_served
+from benchmarks.retries import Retries
 
 SCENARIOS = ("overhead", "latency", "writes", "scale")
 RESULTS = ROOT / "benchmarks" / "results"
@@ -44,16 +46,19 @@ def render(report: dict[str, Any], out: Path) -> str:
     return table
 
 
-async def _run(quick: bool, only: list[str], out: Path) -> int:
-    from kopf_outcomes.cluster import ensure_running
+async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | None = None) -> int:
+    from kopf_outcomes_testing.cluster import ensure_running
+    from kopf_outcomes_testing.cluster.resources import EXAMPLE_CRD
 
     began = time.monotonic()
     report: dict[str, Any] = {"meta": {
         "date": now_iso(), "mode": "quick" if quick else "full", "scenarios": only,
         "machine": machine_info(), "durations_s": {},
-        "command": "python -m benchmarks run" + (" --quick" if quick else ""),
+        "command": "python -m benchmarks run" + (" --quick" if quick else "")
+                   + (f" --scale-objects {scale_objects}" if scale_objects else ""),
     }}
     failed = False
+    total = Retries()
     cluster = None
     if any(s != "overhead" for s in only):
         cluster = await asyncio.to_thread(ensure_running, progress=say)
@@ -63,12 +68,21 @@ async def _run(quick: bool, only: list[str], out: Path) -> int:
         for name in only:
             say(f"=== {name} ===")
             started = time.monotonic()
+            retries = Retries()
+            if api is not None:
+                api.retries = retries  # every API call of this scenario counts its retries here
             try:
-                report[name] = await _scenario(name, quick, api, cluster)
+                if api is not None and name != "overhead":
+                    await ensure_crd_served(api, EXAMPLE_CRD)
+                report[name] = await _scenario(name, quick, api, cluster, scale_objects)
             except Exception as e:
                 failed = True
                 report[name] = {"error": f"{type(e).__name__}: {e}"}
                 traceback.print_exc()
+            report[name]["retries"] = retries.report()
+            total.add(retries)
+            report["meta"]["retries"] = total.report()
+            say(f"{name}: {_retries_line(retries.report())}")
             report["meta"]["durations_s"][name] = round(time.monotonic() - started, 1)
             report["meta"]["duration_s"] = round(time.monotonic() - began, 1)
             _save(report, out)  # what ran so far survives an interruption
@@ -81,14 +95,20 @@ async def _run(quick: bool, only: list[str], out: Path) -> int:
     return 1 if failed else 0
 
 
-async def _scenario(name: str, quick: bool, api: Any, cluster: Any) -> dict[str, Any]:
+def _retries_line(retries: dict[str, Any]) -> str:
+    causes = ", ".join(f"{n} x {why}" for why, n in retries["by_cause"].items())
+    return (f"{retries['total']} API retries" + (f" ({causes}; {retries['waited_s']:g}s waited)" if causes else "")
+            + (f", {retries['gave_up']} calls gave up" if retries["gave_up"] else ""))
+
+
+async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_objects: int | None) -> dict[str, Any]:
     from benchmarks import latency, overhead, scale, writes
 
     runs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "overhead": lambda: overhead.run(quick=quick),
         "latency": lambda: latency.run(api, str(cluster.admin_kubeconfig), quick=quick),
         "writes": lambda: writes.run(api, cluster, quick=quick),
-        "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick),
+        "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick, objects=scale_objects),
     }
     return await runs[name]()
 
@@ -104,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                           "or quick.json with --quick); the .md table and the plot go beside it")
     run.add_argument("--only", default=",".join(SCENARIOS),
                      help=f"comma-separated scenarios (default: all of {','.join(SCENARIOS)})")
+    run.add_argument("--scale-objects", type=int, default=None, metavar="N",
+                     help="waiting objects in the scale scenario (default: 10000, or 100 with --quick)")
     again = commands.add_parser("render", help="re-render the table and the plot of a JSON report")
     again.add_argument("report", type=Path)
     profile = commands.add_parser("profile", help="cProfile the patched handler path")
@@ -125,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(only) - set(SCENARIOS))
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    if args.scale_objects is not None and args.scale_objects < 1:
+        parser.error(f"--scale-objects must be at least 1, got {args.scale_objects}")
     out = args.out or RESULTS / ("quick.json" if args.quick else "report.json")
-    return asyncio.run(_run(args.quick, only, out.resolve()))
+    return asyncio.run(_run(args.quick, only, out.resolve(), args.scale_objects))
 
 
 if __name__ == "__main__":

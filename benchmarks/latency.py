@@ -21,22 +21,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from benchmarks.common import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    Mirror,
-    Operator,
-    create_objects,
-    delete_objects,
-    distribution,
-    has_finalizer,
-    is_waiting,
-    percentile,
-    ratio,
-    say,
-    scratch_namespace,
-)
+from benchmarks.common import GROUP, PLURAL, VERSION, distribution, percentile, ratio, say
+from benchmarks.kube import create_objects, delete_objects, scratch_namespace
+from benchmarks.mirror import Mirror, has_finalizer, is_waiting
+from benchmarks.process import Operator
 from examples.multistep_deletion.external_system import ExternalSystem
 from kopf_outcomes.client import signal
 

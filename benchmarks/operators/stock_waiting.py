@@ -11,13 +11,15 @@ from typing import Any
 
 import kopf
 
+from benchmarks.operators import runs
 from examples.multistep_deletion.external_system import callback_done
 
 DELAY = float(os.environ.get("BENCH_DELAY", "60"))
 
 
 @kopf.on.delete("kopf.dev", "v1", "kopfexamples")
-async def delete_fn(status: kopf.Status, annotations: kopf.Annotations, **_: Any) -> None:
+async def delete_fn(name: str, status: kopf.Status, annotations: kopf.Annotations, **_: Any) -> None:
+    runs.record(name)
     if callback_done(status, annotations):
         return
     raise kopf.TemporaryError("waiting for the external system to call back", delay=DELAY)

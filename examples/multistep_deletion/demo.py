@@ -14,10 +14,10 @@ from pathlib import Path
 from kubernetes_asyncio import client, config, watch
 
 from examples.multistep_deletion.external_system import ExternalSystem
-from kopf_outcomes.cluster import ClusterInfo, ensure_running
-from kopf_outcomes.cluster.audit import AuditLog
-from kopf_outcomes.testing.namespaces import create_namespace, delete_namespace
-from kopf_outcomes.testing.process import OperatorProcess
+from kopf_outcomes_testing.cluster import ClusterInfo, ensure_running
+from kopf_outcomes_testing.cluster.audit import AuditLog
+from kopf_outcomes_testing.namespaces import create_namespace, delete_namespace
+from kopf_outcomes_testing.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLBACK_AFTER = 6.0  # seconds the external system works before calling back

@@ -20,7 +20,6 @@ from typing import Any, Literal
 import aiohttp
 import kopf
 from aiohttp import web
-from kubernetes_asyncio import config
 
 from kopf_outcomes.client import signal
 
@@ -55,6 +54,10 @@ class ExternalSystem:
 
     async def call_back(self, namespace: str, name: str) -> None:
         """Tell the operator that the work for this object is done."""
+        # The external system's side only: the operator, which imports this module for
+        # `callback_done`, must not load kubernetes-asyncio (it changes how Kopf logs in).
+        from kubernetes_asyncio import config
+
         api = await config.new_client_from_config(config_file=self.kubeconfig)
         async with api:
             fields: dict[str, Any] = (

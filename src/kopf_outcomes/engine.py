@@ -9,8 +9,10 @@ named in the log and the run falls back to the safe side.
 """
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Callable, MutableMapping
+import time
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from typing import Any, TypeVar
 
 from kopf_outcomes import builtin
@@ -33,6 +35,7 @@ def decide(plugins: PluginManager, run: HandlerRun, *, result: object = None,
         reading = builtin.stock_reading(run, result=result, exception=exception)
         return None if reading.stock else reading.outcome
     origin = exception if exception is not None else result
+    started = time.monotonic()
     try:
         if isinstance(origin, Outcome):  # the handler's own decision: nothing to classify
             outcome = origin
@@ -51,19 +54,68 @@ def decide(plugins: PluginManager, run: HandlerRun, *, result: object = None,
         _check(plugins, decision.outcome, "kopf_outcomes_adjust_outcome", optional=False)
     except BaseException as e:  # noqa: B036 -- see the module's docstring
         return contained(plugins, run, e)
+    finally:
+        _report_slow(plugins, run, "kopf_outcomes_adjust_outcome", time.monotonic() - started)
     return None if decision.stock else decision.outcome
 
 
-def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome,
-            patch: MutableMapping[str, Any]) -> PluginFailure | None:
-    """Tell the observers; return the fallback outcome if one of them failed, else None."""
+def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any],
+            protected: Collection[str] = ()) -> PluginFailure | None:
+    """
+    Tell the observers; return the fallback outcome if one of them failed, else None.
+
+    Observers may add to the patch, but never change ``metadata.finalizers`` or the ``protected``
+    annotations (our memory): such a change is undone, and the run falls back to a retry.
+    """
     if not plugins.observed:
         return None
+    before = _guarded_parts(patch, protected)
+    started = time.monotonic()
     try:
         plugins.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
     except BaseException as e:  # noqa: B036
         return contained(plugins, run, e)
+    finally:
+        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
+    if _guarded_parts(patch, protected) != before:
+        _restore(patch, before)
+        names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
+        return contained(plugins, run, HookResultError(names, "an observer changed metadata.finalizers or the "
+                                                              "operator's memory in the patch; the change is undone"))
     return None
+
+
+SLOW_HOOK = 0.5  # seconds: every other object waits while a hook blocks the event loop
+
+
+def _report_slow(plugins: PluginManager, run: HandlerRun, hook_name: str, seconds: float) -> None:
+    if seconds > SLOW_HOOK:
+        run.logger.warning(f"{hook_name} blocked the event loop for {seconds:.1f}s (plugins: "
+                           f"{', '.join(plugins.implementers(hook_name))}); every object waits meanwhile: "
+                           f"hooks must be quick.")
+
+
+_ABSENT = object()
+
+
+def _guarded_parts(patch: Mapping[str, Any], protected: Collection[str]) -> dict[str, object]:
+    """What observers may not change: the finalizers and the protected annotations, as they are."""
+    metadata = patch.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    parts = {key: annotations.get(key, _ABSENT) for key in protected}
+    finalizers = metadata.get("finalizers", _ABSENT)
+    parts["finalizers"] = finalizers if finalizers is _ABSENT else copy.deepcopy(finalizers)
+    return parts
+
+
+def _restore(patch: MutableMapping[str, Any], parts: dict[str, object]) -> None:
+    metadata = patch.setdefault("metadata", {})
+    for key, value in parts.items():
+        container = metadata if key == "finalizers" else metadata.setdefault("annotations", {})
+        if value is _ABSENT:
+            container.pop(key, None)
+        else:
+            container[key] = value
 
 
 def options(plugins: PluginManager, fn: object, handler_id: str, resource: ResourceRef | None,

@@ -21,18 +21,20 @@ import datetime
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Literal, NamedTuple, TypedDict, cast
+
+from kopf_outcomes import values
+from kopf_outcomes.digest import digest
+
+__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "read",
+           "record", "release_requested", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
 DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 MEMORY_ANNOTATION = f"{PREFIX}/memory"  # the default operator's keys
 RELEASE_ANNOTATION = f"{PREFIX}/release"
 
-# Annotation prefixes Kopf uses for its own storages (and marks other Kopf operators' with).
-_KOPF_PREFIX = "kopf.zalando.org"
-_KOPF_MARKER = "kopf-managed"
-_IGNORED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 StoredOutcome = Literal["pending", "retry", "success", "fatal", "retained"]
 STORED_OUTCOMES: frozenset[str] = frozenset({"pending", "retry", "success", "fatal", "retained"})
@@ -54,6 +56,7 @@ class MemoryRecord(_Conclusion, total=False):
     since: str  # when this conclusion began (UTC, ISO 8601); kept while it holds
     depends_on: list[str]  # the fields whose change wakes it; absent: the default scope
     parked: bool  # Pending without recheck, or a retained finalizer: waits for a change
+    recheck: float  # Pending with a recheck: runs again at since + k * recheck, scheduled in memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,22 +161,34 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("reason"), str)
             and isinstance(record.get("since", ""), str)
             and isinstance(record.get("parked", False), bool)
+            and _seconds(record.get("recheck", 0))
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
 
 
+def _seconds(value: object) -> bool:
+    try:
+        values.seconds(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
-           parked: bool, depends_on: Sequence[str] | None) -> MemoryRecord:
+           parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     if len(reason) > MAX_REASON:
         reason = reason[:MAX_REASON - len(TRUNCATED)] + TRUNCATED
-    same = previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
+    same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
+            and previous.get("recheck") == recheck)
     since = previous.get("since") if same and previous is not None else None
     new = MemoryRecord(digest=digest, outcome=outcome, reason=reason,
-                       since=since or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+                       since=since or datetime.datetime.now(datetime.timezone.utc).isoformat())
     if parked:
         new["parked"] = True
     if depends_on is not None:
         new["depends_on"] = list(depends_on)
+    if recheck is not None:
+        new["recheck"] = recheck
     return new
 
 
@@ -184,14 +199,16 @@ def write(
     new: MemoryRecord | None,
     logger: logging.Logger | logging.LoggerAdapter[Any],
     keys: MemoryKeys = DEFAULT_KEYS,
+    known: Mapping[str, MemoryRecord] | None = None,
 ) -> None:
-    """Put one handler's record (or its removal) into the pending merge-patch, if it changes."""
+    """Put one handler's record (or its removal) into the pending merge-patch, if it changes.
+    ``known`` is the body's memory if the caller has read it already (once per cycle)."""
     patched = patch.get("metadata", {}).get("annotations", {})
     if keys.memory in patched:
         pending = patched[keys.memory]
         records = parse(pending) if pending is not None else {}
     else:
-        records = read(body, logger, keys)
+        records = dict(known) if known is not None else read(body, logger, keys)
     if records.get(handler_id) == new:
         return
     if new is None:
@@ -216,83 +233,3 @@ def release_requested(body: Mapping[str, Any], handler_id: str, keys: MemoryKeys
 def idempotency_key(uid: str, handler_id: str, digest: str) -> str:
     """Stable per object, handler and state: what an external system can deduplicate on."""
     return hashlib.sha256(f"{uid}\0{handler_id}\0{digest}".encode()).hexdigest()[:32]
-
-
-def digest(
-    body: Mapping[str, Any],
-    *,
-    depends_on: Iterable[str] | None = None,
-    excluded: Iterable[Sequence[str]] = (),
-) -> str:
-    """
-    A short digest of the state a handler depends on.
-
-    ``depends_on`` narrows it to field paths; by default it covers spec, labels, annotations
-    and status, minus what the operator writes itself: Kopf's annotations and ``status.kopf``,
-    our memory, and the ``excluded`` field paths (handler results, plugins' fields).
-    """
-    if depends_on is not None:
-        state: object = {path: _resolve(body, path.split(".")) for path in depends_on}
-    else:
-        metadata = body.get("metadata", {})
-        selected: dict[str, Any] = {
-            "spec": body.get("spec"),
-            "labels": metadata.get("labels"),
-            "annotations": _foreign_annotations(metadata.get("annotations") or {}),
-            "status": _without(body.get("status"), ["kopf"]),
-        }
-        for path in excluded:
-            _remove(selected, list(path))
-        # An emptied stanza is no stanza: {"status": {}} and no status at all are one state.
-        state = {key: value for key, value in selected.items() if value not in (None, {})}
-    encoded = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
-
-
-def _foreign_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """Annotations not written by Kopf, by Kopf-based operators, or by us."""
-    operator_prefixes = {
-        key.split("/", 1)[0] for key in annotations if key.endswith(f"/{_KOPF_MARKER}")
-    }
-    kept = {}
-    for key, value in annotations.items():
-        prefix = key.split("/", 1)[0] if "/" in key else ""
-        if (
-            key in _IGNORED_ANNOTATIONS
-            or prefix == _KOPF_PREFIX
-            or prefix.endswith(f".{_KOPF_PREFIX}")
-            or prefix in operator_prefixes
-        ):
-            continue
-        kept[key] = value
-    return kept
-
-
-def _without(value: object, keys: Iterable[str]) -> object:
-    if not isinstance(value, Mapping):
-        return value
-    dropped = set(keys)
-    return {key: val for key, val in value.items() if key not in dropped}
-
-
-def _resolve(value: object, path: list[str]) -> object:
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _remove(selected: dict[str, Any], path: list[str]) -> None:
-    """Remove a field path like ``status.conditions`` without touching the object's own dicts."""
-    if path[:1] == ["metadata"]:
-        path = path[1:]
-    container = selected
-    for key in path[:-1]:
-        child = container.get(key)
-        if not isinstance(child, Mapping):
-            return
-        container[key] = child = dict(child)  # copy on write: the body stays as it was
-        container = child
-    if path:
-        container.pop(path[-1], None)

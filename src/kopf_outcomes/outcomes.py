@@ -27,12 +27,16 @@ class Outcome(kopf.TemporaryError):
     with kopf-outcomes installed, every outcome is read as what it is.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._misread = misuse.misread()  # made inside a handler that stock Kopf invoked
+
     def _fields(self) -> tuple[Any, ...]:
         raise NotImplementedError
 
     def __str__(self) -> str:
         reason = self._reason()
-        return f"{reason} ({misuse.HINT})" if misuse.misread() else reason
+        return f"{reason} ({misuse.HINT})" if self._misread else reason
 
     def _reason(self) -> str:
         return str(getattr(self, "reason", ""))

@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client import CustomObjectsApi
 
-from kopf_outcomes.cluster.binaries import BUILDS, _throwaway_gomod
-from kopf_outcomes.cluster.resources import EXAMPLE_CRD, GROUP, PLURAL, VERSION
+from kopf_outcomes_testing.cluster.binaries import BUILDS, _throwaway_gomod
+from kopf_outcomes_testing.cluster.resources import EXAMPLE_CRD, GROUP, PLURAL, VERSION
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,7 +9,7 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.watch import Watch
 
-from kopf_outcomes.cluster.resources import GROUP, PLURAL, VERSION
+from kopf_outcomes_testing.cluster.resources import GROUP, PLURAL, VERSION
 
 FINALIZER = "kopf-outcomes.test/hold"
 MERGE_PATCH = "application/merge-patch+json"

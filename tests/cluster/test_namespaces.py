@@ -1,9 +1,9 @@
 """The namespace fixture's clean-up: objects (even held by finalizers) and the namespace go."""
 from __future__ import annotations
 
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.cluster.resources import GROUP, PLURAL, VERSION
-from kopf_outcomes.testing.namespaces import create_namespace, delete_namespace
+from kopf_outcomes_testing.cluster import ClusterInfo
+from kopf_outcomes_testing.cluster.resources import GROUP, PLURAL, VERSION
+from kopf_outcomes_testing.namespaces import create_namespace, delete_namespace
 
 
 def test_delete_namespace_removes_held_objects(k8s_cluster: ClusterInfo) -> None:

@@ -11,10 +11,10 @@ import kopf
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.cluster.resources import GROUP, PLURAL, VERSION
-from kopf_outcomes.testing import operator_registry
-from kopf_outcomes.testing.pytest_plugin import KopfOperatorFactory
+from kopf_outcomes_testing import operator_registry
+from kopf_outcomes_testing.cluster import ClusterInfo
+from kopf_outcomes_testing.cluster.resources import GROUP, PLURAL, VERSION
+from kopf_outcomes_testing.pytest_plugin import KopfOperatorFactory
 
 MERGE_PATCH = "application/merge-patch+json"
 

@@ -7,7 +7,7 @@ import pytest
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kopf_outcomes.cluster.resources import GROUP, PLURAL, VERSION
+from kopf_outcomes_testing.cluster.resources import GROUP, PLURAL, VERSION
 
 MERGE_PATCH = "application/merge-patch+json"
 

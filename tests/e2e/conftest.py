@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from kopf_outcomes.cluster import ClusterInfo
-from kopf_outcomes.testing.process import OperatorProcess
+from kopf_outcomes_testing.cluster import ClusterInfo
+from kopf_outcomes_testing.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 os.environ["KOPF_OUTCOMES_PLUGINS"] = ""
 
 
-# Short names for the package's own fixtures (kopf_outcomes.testing.pytest_plugin).
+# Short names for the package's own fixtures (kopf_outcomes_testing.pytest_plugin).
 @pytest.fixture()
 def cluster(k8s_cluster: ClusterInfo) -> ClusterInfo:
     return k8s_cluster

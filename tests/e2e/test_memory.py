@@ -80,7 +80,7 @@ async def _memory(objects, namespace: str, name: str) -> bool:
 
 
 async def test_a_parked_object_costs_zero_runs_and_zero_writes_for_a_minute(cluster, objects, namespace, operator):
-    from kopf_outcomes.cluster.audit import AuditLog
+    from kopf_outcomes_testing.cluster.audit import AuditLog
 
     audit = AuditLog(cluster.audit_log)
     async with operator(OPERATOR) as op:

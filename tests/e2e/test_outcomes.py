@@ -7,7 +7,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from kopf_outcomes.memory import RELEASE_ANNOTATION
-from kopf_outcomes.testing.process import OperatorProcess, summary
+from kopf_outcomes_testing.process import OperatorProcess, summary
 from tests.e2e.conftest import create_example, eventually, get_example
 
 OPERATOR = "tests/e2e/operators/outcomes_operator.py"

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from kopf_outcomes.testing.process import OperatorProcess, Record
+from kopf_outcomes_testing.process import OperatorProcess, Record
 from tests.e2e.conftest import create_example, eventually, get_example
 
 OPERATOR = "tests/e2e/operators/parity_operator.py"

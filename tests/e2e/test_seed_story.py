@@ -7,7 +7,7 @@ import time
 import pytest
 
 from examples.multistep_deletion.external_system import ExternalSystem
-from kopf_outcomes.testing.process import summary
+from kopf_outcomes_testing.process import summary
 from tests.e2e.conftest import create_example, eventually, get_example
 
 OPERATOR = "examples/multistep_deletion/operator.py"

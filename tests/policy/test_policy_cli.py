@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -375,3 +376,21 @@ def test_plugins_refuses_an_invalid_policy(tmp_path: Path) -> None:
     result = invoke(plugins, "--policy", tmp_path / "bad.toml")
     assert result.exit_code == 1
     assert "line 1: remember" in result.stderr
+
+
+def test_check_policy_without_import_imports_no_module_the_policy_names(tmp_path: Path) -> None:
+    module = "kopf_outcomes_never_imported_here"
+    (tmp_path / f"{module}.py").write_text("raise SystemExit('imported!')\n")
+    policy = tmp_path / "p.toml"
+    policy.write_text(f'exceptions."{module}.Boom" = {{ level = "INFO" }}\nexceptions."not a name" = {{}}\n')
+    sys.path.insert(0, str(tmp_path))
+    try:
+        result = CliRunner().invoke(main, ["check-policy", "--no-import", str(policy)])
+        assert module not in sys.modules
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert result.exit_code == 1
+    assert "not a name" in result.output and "expected the dotted name of an exception class" in result.output
+    assert "imported!" not in result.output
+    policy.write_text(f'exceptions."{module}.Boom" = {{ level = "INFO" }}\n')
+    assert CliRunner().invoke(main, ["check-policy", "--no-import", str(policy)]).exit_code == 0

@@ -145,7 +145,7 @@ def test_all_errors_of_a_file_are_reported_together_each_located(tmp_path: Path)
 delay = -1
 explicit_complet = true
 
-[exceptions."requests.Timeout"]
+[exceptions."no_such_http_client.Timeout"]
 outcome = "retry"
 level = "LOUD"
 
@@ -166,10 +166,10 @@ outcome = "fatl"
         ", line 2: explicit_complet: unknown key 'explicit_complet' (did you mean "
         "'explicit_completion'?); allowed here: backoff, delay, depends_on, escalate, exceptions, "
         "explicit_completion, fatal_on_delete, handlers, levels, remember, resources",
-        ", line 4: [exceptions] \"requests.Timeout\": cannot import 'requests' "
-        "(No module named 'requests')",
-        ', line 6: [exceptions."requests.Timeout"] level: expected a level name: DEBUG, INFO, '
-        'WARNING, ERROR, CRITICAL, got a string ("LOUD")',
+        ", line 4: [exceptions] \"no_such_http_client.Timeout\": cannot import 'no_such_http_client' "
+        "(No module named 'no_such_http_client')",
+        ', line 6: [exceptions."no_such_http_client.Timeout"] level: expected a level name: DEBUG, '
+        'INFO, WARNING, ERROR, CRITICAL, got a string ("LOUD")',
         ', line 9: [exceptions."builtins.KeyError"] outcome: expected one of "success", "pending", '
         '"retry", "fatal", got a string ("maybe")',
         ', line 12: [handlers.delete_fn] fatal_on_delete: expected one of "release", "retain", '
@@ -304,7 +304,7 @@ def test_each_kind_of_problem(tmp_path: Path, line: str, expected: str) -> None:
             'expected the dotted name of an exception class, such as "kopf.TemporaryError" '
             'or "builtins.TimeoutError"',
         ),
-        ("requests.Timeout", "cannot import 'requests' (No module named 'requests')"),
+        ("no_such_http_client.Timeout", "cannot import 'no_such_http_client' (No module named 'no_such_http_client')"),
         ("kopf.NoSuchError", "'kopf' has no attribute 'NoSuchError'"),
         ("os.path", "os.path is not an exception class"),
         ("builtins.KeyboardInterrupt", "builtins.KeyboardInterrupt is not an exception class"),

@@ -24,6 +24,7 @@ from kopf_outcomes import (
     engine,
     hookimpl,
 )
+from kopf_outcomes.engine import PluginFailure
 from kopf_outcomes.manager import PluginManager as Plugins
 from tests.unit.conftest import Collector
 
@@ -611,3 +612,40 @@ def test_handler_run_is_read_only() -> None:
     run = make_run()
     with pytest.raises(AttributeError):
         run.retry = 5  # type: ignore[misc]
+
+
+# --- observers may add to the patch, never take a finalizer or the memory away ------------------
+
+
+class FinalizerThief:
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        patch.setdefault("metadata", {})["finalizers"] = []
+        patch["metadata"].setdefault("annotations", {})["outcomes.kopf.zalando.org/memory"] = None
+        patch.setdefault("status", {})["seen"] = True
+
+
+def test_an_observer_that_changes_finalizers_or_memory_is_undone_and_named() -> None:
+    plugins = Plugins()
+    plugins.register(FinalizerThief(), name="thief")
+    patch: dict[str, Any] = {"metadata": {"annotations": {"outcomes.kopf.zalando.org/memory": "{}"}}}
+    fallback = engine.observe(plugins, make_run(), Success(), patch, ["outcomes.kopf.zalando.org/memory"])
+    assert isinstance(fallback, PluginFailure)
+    assert "plugin 'thief' failed" in fallback.reason and "finalizers" in fallback.reason
+    assert "finalizers" not in patch["metadata"]
+    assert patch["metadata"]["annotations"] == {"outcomes.kopf.zalando.org/memory": "{}"}
+    assert patch["status"] == {"seen": True}  # its own additions stay
+
+
+class Exiter:
+    @hookimpl
+    def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+        raise SystemExit(3)
+
+
+def test_a_hook_raising_a_base_exception_is_contained() -> None:
+    plugins = Plugins()
+    plugins.register(Exiter(), name="exiter")
+    outcome = engine.decide(plugins, make_run(), result=None)
+    assert isinstance(outcome, PluginFailure)
+    assert "plugin 'exiter' failed: SystemExit: 3" in outcome.reason

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kopf._core.reactor import queueing
 
 import kopf_outcomes
 from kopf_outcomes import Decision, HandlerRun, hookimpl, installation
@@ -19,6 +20,7 @@ PATCHED = [
     (execution, "execute_handlers_once"),
     (execution, "invoke_handler"),
     (application, "apply"),
+    (queueing, "worker"),
 ]
 
 

@@ -10,22 +10,28 @@ neither, and Kopf treats it exactly as without kopf-outcomes.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import datetime
 import functools
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import NamedTuple
+
+import kopf
 
 from kopf_outcomes import engine, memory
+from kopf_outcomes._kopf import requeue
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
+    HandlerId,
     HandlerState,
+    KopfOutcome,
     OperatorSettings,
     State,
     cause_var,
     finalizer_of,
     handler_var,
+    progress_of,
+    subsettings_var,
 )
 from kopf_outcomes._kopf.runs import body_of, options_of
 from kopf_outcomes.errors import NotInstalledError
@@ -36,14 +42,33 @@ PARKED_DELAY = 10 * 365 * 24 * 3600.0  # ten years: "until something changes"
 PARKED_MARK = " [parked by kopf-outcomes]"
 
 
-@dataclasses.dataclass(frozen=True)
-class Cycle:
-    """One reaction cycle of one object: its memory, read once, and its handlers' ids, whose
-    results in ``status`` are the operator's own writes (digested only when a digest is needed)."""
+class Parked(Exception):
+    """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
+
+    def __str__(self) -> str:
+        return f"{self.args[0]}{PARKED_MARK}"
+
+
+class Rechecking(kopf.TemporaryError):
+    """A Pending with a recheck, as Kopf sees it; ``quiet`` when it concluded as before."""
+
+    quiet = False
+
+
+class Cycle(NamedTuple):
+    """One reaction cycle of one object: its memory, read once, and its handlers, whose results
+    in ``status`` are the operator's own writes (their ids are collected only for a digest).
+    A named tuple: one is made for every handler run outside of a cycle (daemons), cheaply."""
 
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
-    handler_ids: Collection[str]
+    handlers: Collection[Handler]
+    state: State | None
+
+    @property
+    def handler_ids(self) -> set[str]:
+        ids = {str(handler.id) for handler in self.handlers}
+        return ids | {str(key) for key in self.state} if self.state is not None else ids
 
 
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
@@ -61,14 +86,19 @@ def keys_of(settings: OperatorSettings) -> MemoryKeys:
     return _keys(finalizer_of(settings))
 
 
-def start(settings: OperatorSettings, cause: Cause, handler_ids: Collection[str],
-          state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
-    """Read the object's memory once for the cycle; ``end()`` with the token when it is over."""
+def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
+         state: State | None = None) -> Cycle:
+    """The context of a cycle, with the object's memory read once."""
     keys = keys_of(settings)
     body = body_of(cause)
     records = memory.read(body, cause.logger, keys) if body is not None else {}
-    ids = set(handler_ids) | ({str(key) for key in state} if state is not None else set())
-    context = Cycle(keys=keys, records=records, handler_ids=ids)
+    return Cycle(keys, records, handlers, state)
+
+
+def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
+          state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
+    """Make the cycle's context current; ``end()`` with the token when the cycle is over."""
+    context = make(settings, cause, handlers, state)
     return context, _cycle.set(context)
 
 
@@ -108,6 +138,23 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
     return found["digest"] != digest(plugins, cycle, handler, cause)
 
 
+def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
+                 now: datetime.datetime) -> float | None:
+    """
+    For a rechecking handler, the seconds until it is due by the memory's schedule (0: now);
+    None for any other handler, and for one whose state changed (it wakes as usual).
+
+    Kopf's stored delay of a rechecking handler is stale (quiet rechecks store nothing): the
+    memory's grid decides when it is due (see :mod:`.requeue`).
+    """
+    found = cycle.records.get(str(handler.id))
+    due = requeue.next_due(found, now) if requeue.recheck_of(found) is not None and found is not None else None
+    if due is None or found is None or found["digest"] != digest(plugins, cycle, handler, cause):
+        return None
+    wait = (due - now).total_seconds()
+    return wait if wait > requeue.TOLERANCE else 0.0
+
+
 def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:
     body = body_of(cause)
     if body is None:
@@ -118,22 +165,27 @@ def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause)
     return memory.digest(body, depends_on=options.depends_on, excluded=excluded + owned)
 
 
-def remember_parked(handlers: Collection[Handler], state: State, ran: Collection[str],
-                    newly_parked: Collection[str]) -> None:
-    """Tell apply() the deadlines of the parked handlers: Kopf must neither sleep for them nor touch."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    deadlines = []
+def remember_ours(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, KopfOutcome],
+                  waiting: Collection[HandlerId] = ()) -> None:
+    """
+    Tell apply() the deadlines of the delays that are ours, not Kopf's: of the parked handlers,
+    and of the rechecking ones, whose runs :mod:`.requeue` schedules (``waiting``: those not run
+    now, or run with nothing to store). Kopf must neither sleep for them nor touch the object.
+    """
+    deadlines: list[datetime.datetime] = []
+    now: datetime.datetime | None = None
     for handler in handlers:
-        if str(handler.id) in newly_parked:
-            deadlines.append(now + datetime.timedelta(seconds=PARKED_DELAY))
-            continue
-        if str(handler.id) in ran:
-            continue
-        handler_state: Any = state[handler.id]
-        if is_parked(handler_state) and handler_state.delayed is not None:
-            delayed = handler_state.delayed
-            deadlines.append(delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc))
-    parked_deadlines.set(tuple(deadlines))
+        outcome = outcomes.get(handler.id)
+        if outcome is not None and isinstance(outcome.exception, (Parked, Rechecking)):
+            now = now or datetime.datetime.now(datetime.timezone.utc)
+            deadlines.append(now + datetime.timedelta(seconds=outcome.delay or 0))
+        elif outcome is None:
+            handler_state = progress_of(state, handler)
+            if (is_parked(handler_state) or handler.id in waiting) and handler_state.delayed is not None:
+                delayed = handler_state.delayed
+                deadlines.append(delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc))
+    if deadlines or parked_deadlines.get():
+        parked_deadlines.set(tuple(deadlines))
 
 
 def unparked_delays(delays: Collection[float], tolerance: float = 60.0) -> Collection[float]:
@@ -145,7 +197,7 @@ def unparked_delays(delays: Collection[float], tolerance: float = 60.0) -> Colle
     if not delays:
         return delays
     now = datetime.datetime.now(datetime.timezone.utc)
-    expected = [(deadline - now).total_seconds() for deadline in deadlines]
+    expected = [max(0.0, (deadline - now).total_seconds()) for deadline in deadlines]  # as Kopf computes
     kept = []
     for delay in delays:
         match = next((i for i, value in enumerate(expected) if abs(value - delay) <= tolerance), None)
@@ -163,10 +215,10 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     except LookupError:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler") from None
     body = body_of(cause)
-    cycle = _cycle.get()  # execute_handler_once() sets one for every handler run
-    if body is None or cycle is None or plugins is None:
+    if body is None or plugins is None:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
                                 "with kopf_outcomes.install() done")
+    cycle = _cycle.get() or make(subsettings_var.get(), cause, (handler,))  # outside a cycle: daemons
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or {}).get("uid", ""))

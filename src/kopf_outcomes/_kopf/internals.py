@@ -9,12 +9,15 @@ from __future__ import annotations
 import logging
 import os
 from importlib import metadata
+from typing import cast
 
 from kopf._cogs.configs.configuration import OperatorSettings
+from kopf._cogs.structs.ids import HandlerId
 from kopf._core.actions import application, execution
 from kopf._core.actions.execution import (
     Cause,
     ErrorsMode,
+    ExtraContext,
     Handler,
     HandlerChildrenRetry,
     LifeCycleFn,
@@ -22,10 +25,12 @@ from kopf._core.actions.execution import (
     cause_var,
     handler_var,
     no_extra_context,
+    subsettings_var,
 )
 from kopf._core.actions.execution import Outcome as KopfOutcome
 from kopf._core.actions.execution import Result as KopfResult
 from kopf._core.actions.progression import HandlerState
+from kopf._core.reactor import queueing
 
 from kopf_outcomes import misuse
 from kopf_outcomes.errors import UnsupportedKopfError
@@ -33,9 +38,10 @@ from kopf_outcomes.errors import UnsupportedKopfError
 misuse.probe(lambda: handler_var.get(None) is not None)
 
 __all__ = [
-    "SUPPORTED", "Cause", "ErrorsMode", "Handler", "HandlerChildrenRetry", "HandlerState", "KopfOutcome",
-    "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application", "cause_var", "check_version",
-    "default_backoff", "execution", "handler_var", "no_extra_context",
+    "SUPPORTED", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
+    "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
+    "cause_var", "check_version", "default_backoff", "execution", "finalizer_of", "handler_var",
+    "no_extra_context", "progress_of", "queueing", "subsettings_var",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.
@@ -67,6 +73,11 @@ def default_backoff(settings: OperatorSettings) -> float:
     """Kopf's backoff for arbitrary exceptions: a setting since 1.38, a constant before."""
     backoff = getattr(settings.execution, "default_backoff", None)
     return float(backoff) if backoff is not None else float(getattr(execution, "DEFAULT_RETRY_DELAY", 60))
+
+
+def progress_of(state: State, handler: Handler) -> HandlerState:
+    """Kopf's progress of one handler: Kopf types the mapping by a protocol, it holds these."""
+    return cast(HandlerState, state[handler.id])
 
 
 def finalizer_of(settings: OperatorSettings) -> str:

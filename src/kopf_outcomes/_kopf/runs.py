@@ -11,7 +11,8 @@ from kopf_outcomes import engine
 from kopf_outcomes._kopf.internals import Cause, ErrorsMode, Handler, OperatorSettings, default_backoff
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
-from kopf_outcomes.options import HandlerOptions
+from kopf_outcomes.options import NO_OPTIONS, HandlerOptions
+from kopf_outcomes.options import options_of as own_options
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
 # Per handler run: how the caller treats arbitrary exceptions (only plugins need it).
@@ -36,6 +37,9 @@ def resource_of(cause: Cause) -> ResourceRef | None:
 
 
 def options_of(plugins: PluginManager, handler: Handler, cause: Cause) -> HandlerOptions:
+    if not plugins.provides_options:  # the hot path: no policy, no options plugin
+        own = own_options(handler.fn)
+        return own if own is not None else NO_OPTIONS
     return engine.options(plugins, handler.fn, str(handler.id), resource_of(cause), cause.logger)
 
 

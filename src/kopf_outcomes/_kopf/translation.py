@@ -13,8 +13,8 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf.cycle import PARKED_DELAY, PARKED_MARK, Cycle, digest
-from kopf_outcomes._kopf.internals import Cause, Handler, HandlerState, KopfOutcome, KopfResult
+from kopf_outcomes._kopf.cycle import PARKED_DELAY, Cycle, Parked, Rechecking, digest
+from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.runs import body_of
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import StoredOutcome
@@ -24,26 +24,20 @@ from kopf_outcomes.runs import HandlerRun
 from kopf_outcomes.values import MAX_DELAY
 
 
-class Parked(Exception):
-    """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
-
-    def __str__(self) -> str:
-        return f"{self.args[0]}{PARKED_MARK}"
-
-
 def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outcome, handler: Handler,
-            cause: Cause, state: HandlerState | None, subrefs: Collection[Any] = ()) -> KopfOutcome:
+            cause: Cause, state: HandlerState | None, subrefs: Collection[HandlerId] = ()) -> KopfOutcome:
     """Log the decided outcome at its level and turn it into Kopf's outcome."""
     logger = cause.logger
     if isinstance(outcome, Success):
-        logger.info(f"{handler} succeeded.")
+        logger.info(f"{handler} succeeded.", extra=fields(handler, "success"))
         result = KopfOutcome(final=True, result=KopfResult(outcome.result))
     elif isinstance(outcome, Pending):
         previous = run.previous
         same = previous is not None and previous["outcome"] == "pending" and previous["reason"] == outcome.reason
-        logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}")
+        logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}",
+                   extra=fields(handler, "pending", outcome.reason, recheck=outcome.recheck))
         if outcome.recheck is not None:
-            result = KopfOutcome(final=False, exception=kopf.TemporaryError(outcome.reason), delay=outcome.recheck)
+            result = KopfOutcome(final=False, exception=Rechecking(outcome.reason), delay=outcome.recheck)
         else:
             result = KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
     elif isinstance(outcome, Retry):
@@ -52,10 +46,12 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
         name = (run.body or {}).get("metadata", {}).get("name", "")
         logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}. The finalizer is "
                                   f"retained; to release the object, annotate it: "
-                                  f"{cycle.keys.release}={handler.id} (object {name!r}).")
+                                  f"{cycle.keys.release}={handler.id} (object {name!r}).",
+                   extra=fields(handler, "retained", outcome.reason))
         result = KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
     elif isinstance(outcome, Fatal):
-        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}")
+        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}",
+                   extra=fields(handler, "fatal", outcome.reason))
         result = KopfOutcome(final=True, exception=kopf.PermanentError(outcome.reason))
     else:  # an Outcome subclass of a user's own making
         unknown = Retry(f"unknown outcome type {type(outcome).__name__}; expected Success, Pending, "
@@ -65,6 +61,15 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
     return conclude(plugins, cycle, run, handler, cause, outcome, result)
 
 
+def fields(handler: Handler, outcome: str, reason: str | None = None, **more: float | None) -> dict[str, object]:
+    """The outcome as structured fields of the log record: Kopf's JSON log format shows them."""
+    found: dict[str, object] = {"handler": str(handler.id), "outcome": outcome}
+    if reason is not None:
+        found["reason"] = reason
+    found.update((key, value) for key, value in more.items() if value is not None)
+    return found
+
+
 def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
           logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
     """A Retry counts against the handler's ``retries=`` and ``timeout=``, as TemporaryError does."""
@@ -72,13 +77,14 @@ def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
         runtime = state.runtime.total_seconds() + outcome.delay
         if handler.timeout is not None and runtime >= handler.timeout:
             msg = f"{handler} failed temporarily but will time out after {handler.timeout} seconds: {outcome.reason}"
-            logger.error(msg)
+            logger.error(msg, extra=fields(handler, "fatal", outcome.reason))
             return KopfOutcome(final=True, exception=kopf.HandlerTimeoutError(msg))
         if handler.retries is not None and state.retries + 1 >= handler.retries:
             msg = f"{handler} failed temporarily but will exceed {handler.retries} retries: {outcome.reason}"
-            logger.error(msg)
+            logger.error(msg, extra=fields(handler, "fatal", outcome.reason))
             return KopfOutcome(final=True, exception=kopf.HandlerRetriesError(msg))
-    logger.log(outcome.level, f"{handler} failed temporarily: {outcome.reason}")
+    logger.log(outcome.level, f"{handler} failed temporarily: {outcome.reason}",
+               extra=fields(handler, "retry", outcome.reason, delay=outcome.delay))
     return KopfOutcome(final=False, exception=kopf.TemporaryError(outcome.reason, delay=outcome.delay),
                        delay=outcome.delay)
 
@@ -93,9 +99,12 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
         if stored in ("pending", "retained") or run.options.remember:
             new = memory.record(run.previous, digest=digest(plugins, cycle, handler, cause), outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
-                                parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on)
-        memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys)
-    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {})
+                                parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
+                                recheck=outcome.recheck if isinstance(outcome, Pending) else None)
+        memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys, known=cycle.records)
+        if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
+            result.exception.quiet = True  # the same conclusion about the same state: no need to store
+    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, cycle.keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         return retry(handler, None, fallback, cause.logger)
     return result

@@ -6,22 +6,28 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
   When the built-ins say "stock", the run continues in Kopf untouched: that is stock parity.
 - ``execution.execute_handler_once`` — turns our decisions into Kopf's outcome.
 - ``execution.execute_handlers_once`` — also wakes parked handlers whose state has changed.
-- ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object.
+- ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object;
+  rechecks sleep there and run again without a write (:mod:`.requeue`).
+- ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 """
 from __future__ import annotations
 
+import asyncio
+import datetime
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import kopf
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf import cycle, runs, translation
+from kopf_outcomes._kopf import cycle, requeue, runs, translation
 from kopf_outcomes._kopf.internals import (
     Cause,
     ErrorsMode,
+    ExtraContext,
     Handler,
     HandlerChildrenRetry,
+    HandlerId,
     HandlerState,
     KopfOutcome,
     LifeCycleFn,
@@ -30,6 +36,8 @@ from kopf_outcomes._kopf.internals import (
     application,
     execution,
     no_extra_context,
+    progress_of,
+    queueing,
 )
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
@@ -40,7 +48,7 @@ from kopf_outcomes.runs import HandlerRun
 class _Decided(BaseException):
     """Carries a decided outcome past Kopf's own ``except Exception`` handling, unlogged."""
 
-    def __init__(self, outcome: Outcome, run: HandlerRun, subrefs: Collection[Any]) -> None:
+    def __init__(self, outcome: Outcome, run: HandlerRun, subrefs: Collection[HandlerId]) -> None:
         super().__init__(outcome)
         self.outcome = outcome
         self.run = run
@@ -57,11 +65,13 @@ class Patch:
             (execution, "execute_handler_once"): execution.execute_handler_once,
             (execution, "execute_handlers_once"): execution.execute_handlers_once,
             (application, "apply"): application.apply,
+            (queueing, "worker"): queueing.worker,
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
         self._execute_handler_once = execution.execute_handler_once
         self._apply = application.apply
+        self.worker = requeue.wrap_worker(queueing.worker)
 
     def attach(self) -> None:
         for module, name in self.originals:
@@ -70,9 +80,6 @@ class Patch:
     def detach(self) -> None:
         for (module, name), original in self.originals.items():
             setattr(module, name, original)
-
-    def is_applied(self) -> bool:
-        return all(getattr(module, name) == getattr(self, name) for module, name in self.originals)
 
     async def invoke_handler(self, **kwargs: Any) -> Any:
         plugins = self.plugins
@@ -105,8 +112,8 @@ class Patch:
         return runs.options_of(self.plugins, handler, cause).fatal_on_delete == "retain"
 
     def _run(self, handler: Handler, cause: Cause, kwargs: Mapping[str, Any]) -> HandlerRun:
-        context = cycle.current()
-        previous = context.records.get(str(handler.id)) if context is not None else None
+        context = cycle.current() or cycle.make(kwargs["settings"], cause, (handler,))
+        previous = context.records.get(str(handler.id))
         return runs.build(self.plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"],
                           previous)
 
@@ -117,39 +124,33 @@ class Patch:
         cause: Cause,
         state: HandlerState,
         lifecycle: LifeCycleFn | None = None,
-        extra_context: Any = no_extra_context,
+        extra_context: ExtraContext = no_extra_context,
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> KopfOutcome:
         plugins = self.plugins
-        context, token = cycle.current(), None
-        if context is None:  # a handler run outside of a cycle (daemons): a context of its own
-            context, token = cycle.start(settings, cause, {str(handler.id)})
+        context = cycle.current() or cycle.make(settings, cause, (handler,))  # outside a cycle: daemons
+        record = cycle.record_of(context, str(handler.id), state)
+        body = runs.body_of(cause)
+        if record is not None and record["outcome"] == "retained" and body is not None:
+            return self._release(context, handler, cause, state, settings, record)
+        # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
+        errors = None if plugins.decides_builtin else runs.default_errors.set(default_errors)
         try:
-            record = cycle.record_of(context, str(handler.id), state)
-            body = runs.body_of(cause)
-            if record is not None and record["outcome"] == "retained" and body is not None:
-                return self._release(context, handler, cause, state, settings, record)
-            # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
-            errors = None if plugins.decides_builtin else runs.default_errors.set(default_errors)
-            try:
-                outcome = await self._execute_handler_once(
-                    settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
-                    extra_context=extra_context, default_errors=default_errors,
-                )
-            except _Decided as decided:
-                return translation.realize(plugins, context, decided.run, decided.outcome, handler, cause, state,
-                                           decided.subrefs)
-            finally:
-                if errors is not None:
-                    runs.default_errors.reset(errors)
-            # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
-            if record is None and not plugins.observed and not runs.options_of(plugins, handler, cause).remember:
-                return outcome
-            run = runs.build(plugins, handler, cause, state.retries, state.runtime, settings, record)
-            return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
+            outcome = await self._execute_handler_once(
+                settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
+                extra_context=extra_context, default_errors=default_errors,
+            )
+        except _Decided as decided:
+            return translation.realize(plugins, context, decided.run, decided.outcome, handler, cause, state,
+                                       decided.subrefs)
         finally:
-            if token is not None:
-                cycle.end(token)
+            if errors is not None:
+                runs.default_errors.reset(errors)
+        # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
+        if record is None and not plugins.observed and not runs.options_of(plugins, handler, cause).remember:
+            return outcome
+        run = runs.build(plugins, handler, cause, state.retries, state.runtime, settings, record)
+        return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
 
     def _release(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
                  settings: OperatorSettings, record: MemoryRecord) -> KopfOutcome:
@@ -168,22 +169,28 @@ class Patch:
         handlers: Collection[Handler],
         cause: Cause,
         state: State,
-        extra_context: Any = no_extra_context,
+        extra_context: ExtraContext = no_extra_context,
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
-    ) -> Mapping[Any, KopfOutcome]:
+    ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
-        context, token = cycle.start(settings, cause, {str(h.id) for h in handlers}, state)
+        context, token = cycle.start(settings, cause, handlers, state)
         try:
-            handlers_todo, woken = [], []
+            handlers_todo, woken, waiting, waits = [], [], [], []
+            now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
             for h in handlers:
-                handler_state: Any = state[h.id]
-                if handler_state.awakened:
+                handler_state = progress_of(state, h)
+                wait = (None if now is None or handler_state.finished
+                        else cycle.recheck_wait(self.plugins, context, h, cause, now))
+                if wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
+                    waiting.append(h.id)
+                    waits.append(wait)
+                elif wait is not None or handler_state.awakened:  # due by our schedule, or by Kopf's
                     handlers_todo.append(h)
                 elif cycle.wakes(self.plugins, context, h, cause, handler_state):
                     handlers_todo.append(h)
                     woken.append(h)
             handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
-            outcomes: dict[Any, KopfOutcome] = {}
+            outcomes: dict[HandlerId, KopfOutcome] = {}
             for handler in handlers_plan:
                 outcomes[handler.id] = await execution.execute_handler_once(
                     settings=settings,
@@ -197,16 +204,34 @@ class Patch:
             # A finished handler that saw an older state and is not planned now (the lifecycle
             # runs one at a time) is re-armed, so that the cause does not end before it re-runs.
             for handler in woken:
-                if handler.id not in outcomes and state[handler.id].finished:  # type: ignore[attr-defined]
+                if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
-            newly_parked = {str(hid) for hid, o in outcomes.items() if isinstance(o.exception, translation.Parked)}
-            cycle.remember_parked(handlers, state, {str(hid) for hid in outcomes}, newly_parked)
+            for handler_id, outcome in list(outcomes.items()):
+                if isinstance(outcome.exception, cycle.Rechecking):
+                    waits.append(outcome.delay or 0)
+                    if outcome.exception.quiet:  # nothing new to store: Kopf keeps its progress as it is
+                        del outcomes[handler_id]
+                        waiting.append(handler_id)
+            cycle.remember_ours(handlers, state, outcomes, waiting)
+            requeue.schedule(waits)
             return outcomes
         finally:
             cycle.end(token)
 
     async def apply(self, **kwargs: Any) -> Any:
-        """Kopf's apply, blind to parked handlers: no sleeping for them, no touch-dummy writes."""
+        """Kopf's apply, blind to our delays: no sleeping for them, no touch-dummy writes. Rechecks
+        sleep here instead, and then run again without a write (:mod:`.requeue`)."""
         if "delays" in kwargs:
             kwargs["delays"] = cycle.unparked_delays(kwargs["delays"])
-        return await self._apply(**kwargs)
+        rechecks = requeue.take()
+        if not rechecks:
+            return await self._apply(**kwargs)
+        if kwargs.get("delays"):  # Kopf sleeps for its own delays anyway: let it wake for ours too
+            now = asyncio.get_running_loop().time()
+            kwargs["delays"] = [*kwargs["delays"], *(max(0.0, due - now) for due in rechecks)]
+            return await self._apply(**kwargs)
+        nothing_to_write = not kwargs.get("patch")
+        result = await self._apply(**kwargs)
+        if nothing_to_write:  # else the write's own event starts the next cycle, which schedules anew
+            await requeue.sleep_and_requeue(min(rechecks), kwargs.get("stream_pressure"))
+        return result

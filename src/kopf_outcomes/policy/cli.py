@@ -29,9 +29,12 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 
 @click.command("check-policy")
 @click.argument("file", type=_FILE)
-def check_policy(file: Path) -> None:
+@click.option("--no-import", "no_import", is_flag=True,
+              help="Check exception names for their form only: import no module the policy names "
+                   "(by default they are imported, which runs their top-level code).")
+def check_policy(file: Path, no_import: bool) -> None:
     """Check a policy file (TOML, or a pyproject.toml): exit 0 if valid, else list every problem."""
-    policy = load_or_exit(file)
+    policy = load_or_exit(file, import_names=not no_import)
     rules = sum(len(scope.exceptions) for scope in _scopes(policy))
     click.echo(f"{file}: valid policy: {len(policy.handlers)} handler scope(s), "
                f"{len(policy.resources)} resource scope(s), {rules} exception rule(s)")
@@ -122,10 +125,10 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
         click.echo(f"outcome:     {_describe(outcome, run, on_delete)}")
 
 
-def load_or_exit(file: Path) -> Policy:
+def load_or_exit(file: Path, *, import_names: bool = True) -> Policy:
     """The policy in a file; or its problems, one a line, on stderr, and exit status 1."""
     try:
-        return load_policy(file)
+        return load_policy(file, import_names=import_names)
     except PolicyError as e:
         for message in e.messages:
             click.echo(message, err=True)

@@ -37,13 +37,13 @@ _INVALID: Any = object()  # a value that was reported as a problem and is left o
 Read = Callable[["_Reader", object, KeyPath], Any]
 
 
-def load_policy(source: Policy | str | os.PathLike[str]) -> Policy:
+def load_policy(source: Policy | str | os.PathLike[str], *, import_names: bool = True) -> Policy:
     """
     A checked policy from a :class:`Policy`, a TOML file, or a pyproject.toml (its
     ``[tool.kopf-outcomes]`` table). Raises :class:`PolicyError` listing every problem.
     """
     if isinstance(source, Policy):
-        problems = validation.check(source)
+        problems = validation.check(source, import_names=import_names)
         if problems:
             raise PolicyError("<Policy object>", render("<Policy object>", problems))
         return source
@@ -52,11 +52,13 @@ def load_policy(source: Policy | str | os.PathLike[str]) -> Policy:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PolicyError(str(path), [f"{path}: cannot read the policy file: {e}"]) from e
-    return loads_policy(text, source=str(path), pyproject=path.name == "pyproject.toml")
+    return loads_policy(text, source=str(path), pyproject=path.name == "pyproject.toml", import_names=import_names)
 
 
-def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False) -> Policy:
-    """A checked policy from TOML text; ``source`` names it in messages."""
+def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False,
+                 import_names: bool = True) -> Policy:
+    """A checked policy from TOML text; ``source`` names it in messages. ``import_names``: see
+    :func:`~kopf_outcomes.policy.validation.check`."""
     try:
         document = _toml.loads(text)
     except (_toml.TOMLDecodeError, RecursionError) as e:
@@ -82,7 +84,7 @@ def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False
         document = table
     reader = _Reader()
     policy = reader.policy(document)
-    problems = reader.problems + validation.check(policy)
+    problems = reader.problems + validation.check(policy, import_names=import_names)
     if problems:
         raise PolicyError(source, render(source, problems, text, prefix))
     return policy

@@ -22,12 +22,24 @@ from kopf_outcomes.policy.model import (
 )
 
 
-def resolve_exception(name: str) -> type[Exception]:
-    """The exception class a dotted name stands for; ValueError saying why if none."""
+def check_exception_name(name: str) -> list[str]:
+    """The parts of a dotted class name; ValueError if it cannot be one. Imports nothing."""
     parts = name.split(".")
     if len(parts) < 2 or not all(part.isidentifier() for part in parts):
         raise ValueError('expected the dotted name of an exception class, such as '
                          '"kopf.TemporaryError" or "builtins.TimeoutError"')
+    return parts
+
+
+def resolve_exception(name: str) -> type[Exception]:
+    """
+    The exception class a dotted name stands for; ValueError saying why if none.
+
+    This imports the modules the name names, and so runs their top-level code, as ``import``
+    would: a policy file is code-adjacent configuration, to be trusted as the operator's code is.
+    ``check-policy --no-import`` checks the names without importing them.
+    """
+    parts = check_exception_name(name)
     failure = f"no module {parts[0]!r}"
     for split in range(len(parts) - 1, 0, -1):
         module_name = ".".join(parts[:split])
@@ -53,19 +65,22 @@ def resolve_exception(name: str) -> type[Exception]:
     raise ValueError(failure)
 
 
-def check(policy: Policy) -> list[Problem]:
-    """Every problem in the policy, with key paths as a TOML file would spell them."""
-    problems = list(_scope(policy.defaults, ()))
+def check(policy: Policy, *, import_names: bool = True) -> list[Problem]:
+    """Every problem in the policy, with key paths as a TOML file would spell them.
+
+    Without ``import_names``, exception names are checked for their form only, nothing is imported.
+    """
+    problems = list(_scope(policy.defaults, (), import_names))
     for section, scopes in (("handlers", policy.handlers), ("resources", policy.resources)):
         for name, scope in scopes.items():
             if not name.strip() or name != name.strip():
                 problems.append(Problem((section, name), "must be a non-empty name without "
                                                          "surrounding spaces"))
-            problems.extend(_scope(scope, (section, name)))
+            problems.extend(_scope(scope, (section, name), import_names))
     return problems
 
 
-def _scope(scope: Scope, path: KeyPath) -> Iterator[Problem]:
+def _scope(scope: Scope, path: KeyPath, import_names: bool) -> Iterator[Problem]:
     for index, field in enumerate(scope.depends_on or ()):
         if not field or any(not part for part in field.split(".")):
             yield Problem((*path, "depends_on", index),
@@ -74,14 +89,15 @@ def _scope(scope: Scope, path: KeyPath) -> Iterator[Problem]:
     yield from _levels(scope.levels, (*path, "levels"))
     yield from _timing(scope.delay, scope.backoff, path)
     yield from _escalate(scope.escalate, (*path, "escalate"))
-    yield from _exceptions(scope.exceptions, (*path, "exceptions"))
+    yield from _exceptions(scope.exceptions, (*path, "exceptions"), import_names)
 
 
-def _exceptions(rules: Mapping[str, ExceptionRule], path: KeyPath) -> Iterator[Problem]:
-    seen: dict[type[Exception], str] = {}
+def _exceptions(rules: Mapping[str, ExceptionRule], path: KeyPath, import_names: bool) -> Iterator[Problem]:
+    seen: dict[type[Exception] | str, str] = {}
     for name, rule in rules.items():
         try:
-            cls = resolve_exception(name)
+            cls: type[Exception] | str = resolve_exception(name) if import_names else ".".join(
+                check_exception_name(name))
         except ValueError as e:
             yield Problem((*path, name), str(e))
         else:

@@ -26,6 +26,8 @@ def delete_fn(spec: kopf.Spec, **_: Any) -> object:
         return kopf_outcomes.Pending("waiting for the test")
     if mode == "pending-recheck":
         raise kopf_outcomes.Pending("rechecking", recheck=1)
+    if mode == "pending-recheck-slow":
+        return kopf_outcomes.Pending("rechecking slowly", recheck=8)
     if mode == "retry-warning":
         raise kopf_outcomes.Retry("busy", delay=1, level="WARNING")
     if mode == "fatal-retain":
@@ -34,6 +36,8 @@ def delete_fn(spec: kopf.Spec, **_: Any) -> object:
         raise kopf_outcomes.Fatal("broken beyond repair")
     if mode == "temporary-error":
         raise kopf.TemporaryError("stock temporary", delay=1)
+    if mode == "plain":  # what a handler returns when kopf-outcomes is gone
+        return None
     if mode == "temporary-years":  # stock Kopf's own long delay: never ours to park or wake
         raise kopf.TemporaryError("far away", delay=6 * 365 * 24 * 3600)
     if mode == "temporary-quiet":

@@ -1,0 +1,98 @@
+"""
+The state a handler depends on, as a short digest: what per-state memory compares.
+
+The default scope is spec, labels, annotations and status, minus everything the operator writes
+itself (Kopf's progress, diff-base and touch-dummy, other Kopf operators' storages, our memory,
+handler results, fields that plugins write). A handler or policy can narrow it to field paths.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+# Annotation prefixes Kopf uses for its own storages (and marks other Kopf operators' with).
+_KOPF_PREFIX = "kopf.zalando.org"
+_KOPF_MARKER = "kopf-managed"
+_IGNORED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+
+def digest(
+    body: Mapping[str, Any],
+    *,
+    depends_on: Iterable[str] | None = None,
+    excluded: Iterable[Sequence[str]] = (),
+) -> str:
+    """
+    A short digest of the state a handler depends on.
+
+    ``depends_on`` narrows it to field paths; by default it covers spec, labels, annotations
+    and status, minus what the operator writes itself: Kopf's annotations and ``status.kopf``,
+    our memory, and the ``excluded`` field paths (handler results, plugins' fields).
+    """
+    if depends_on is not None:
+        state: object = {path: _resolve(body, path.split(".")) for path in depends_on}
+    else:
+        metadata = body.get("metadata", {})
+        selected: dict[str, Any] = {
+            "spec": body.get("spec"),
+            "labels": metadata.get("labels"),
+            "annotations": _foreign_annotations(metadata.get("annotations") or {}),
+            "status": _without(body.get("status"), ["kopf"]),
+        }
+        for path in excluded:
+            _remove(selected, list(path))
+        # An emptied stanza is no stanza: {"status": {}} and no status at all are one state.
+        state = {key: value for key, value in selected.items() if value not in (None, {})}
+    encoded = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
+
+
+def _foreign_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """Annotations not written by Kopf, by Kopf-based operators, or by us."""
+    operator_prefixes = {
+        key.split("/", 1)[0] for key in annotations if key.endswith(f"/{_KOPF_MARKER}")
+    }
+    kept = {}
+    for key, value in annotations.items():
+        prefix = key.split("/", 1)[0] if "/" in key else ""
+        if (
+            key in _IGNORED_ANNOTATIONS
+            or prefix == _KOPF_PREFIX
+            or prefix.endswith(f".{_KOPF_PREFIX}")
+            or prefix in operator_prefixes
+        ):
+            continue
+        kept[key] = value
+    return kept
+
+
+def _without(value: object, keys: Iterable[str]) -> object:
+    if not isinstance(value, Mapping):
+        return value
+    dropped = set(keys)
+    return {key: val for key, val in value.items() if key not in dropped}
+
+
+def _resolve(value: object, path: list[str]) -> object:
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _remove(selected: dict[str, Any], path: list[str]) -> None:
+    """Remove a field path like ``status.conditions`` without touching the object's own dicts."""
+    if path[:1] == ["metadata"]:
+        path = path[1:]
+    container = selected
+    for key in path[:-1]:
+        child = container.get(key)
+        if not isinstance(child, Mapping):
+            return
+        container[key] = child = dict(child)  # copy on write: the body stays as it was
+        container = child
+    if path:
+        container.pop(path[-1], None)
