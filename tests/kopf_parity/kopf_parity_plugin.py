@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 from kopf._core.actions import application, execution
+from kopf._core.reactor import queueing
 
 PATCHED = ((execution, "invoke_handler"), (execution, "execute_handler_once"),
-           (execution, "execute_handlers_once"), (application, "apply"))
+           (execution, "execute_handlers_once"), (application, "apply"), (queueing, "worker"))
 
 _stats: dict[str, Any] = {"checks": 0, "inactive": [], "reinstalled": [], "break": ""}
 
