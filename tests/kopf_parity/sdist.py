@@ -34,8 +34,7 @@ def fetch(version: str) -> Path:
         sdists.mkdir(parents=True, exist_ok=True)
         print(f"parity: downloading the sdist of kopf=={version} into {sdists}", flush=True)
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:",
-                        "--no-deps",
-                        f"kopf=={version}", "-d", str(sdists)], check=True)
+                        "--no-deps", f"kopf=={version}", "-d", str(sdists)], check=True)
         if not path.exists():
             raise SystemExit(f"parity: pip downloaded no {path.name} into {sdists}")
     return path
