@@ -20,7 +20,12 @@ async def test_a_parked_object_is_released_to_stock_kopf_by_removing_its_progres
         assert runs(stock) == 0 and await finalized(objects, namespace, "left")
 
         # The way out (docs/safety.md): remove the handler's progress; Kopf then runs it afresh.
+        # Both of Kopf's progress storages: annotations (newer Kopf's default) and, where a Kopf keeps
+        # it there too (1.37's "smart" storage), status.kopf.progress.
         await patch(objects, namespace, "left", {"metadata": {"annotations": {"kopf.zalando.org/delete_fn": None}}})
+        await objects.patch_namespaced_custom_object_status(
+            "kopf.dev", "v1", namespace, "kopfexamples", "left",
+            {"status": {"kopf": {"progress": {"delete_fn": None}}}}, _content_type="application/merge-patch+json")
         await eventually(lambda: _gone(objects, namespace, "left"), what="the object to go")
         assert runs(stock) == 1
 
