@@ -31,9 +31,12 @@ def pytest_sessionfinish(session):
 
 def run_pytest(project: Path, *args: str, env: dict[str, str] | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    # As on a developer's machine: under CI (CI, BUILD_NUMBER) pytest prints the short summary
+    # untruncated, which would repeat each error's message once more.
+    base = {key: value for key, value in os.environ.items() if key not in ("CI", "BUILD_NUMBER")}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project,
-        env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+        env={**base, **(env or {})}, capture_output=True, text=True, timeout=timeout)
 
 
 def project(tmp_path: Path, test: str, conftest: str = "") -> Path:
