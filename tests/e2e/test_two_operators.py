@@ -31,9 +31,12 @@ async def test_each_operator_starts_its_own_cleanup_once_and_releases_only_its_o
         await eventually(lambda: asyncio.sleep(0, starts(a, "default") == 1 and starts(b, "b") == 1),
                          what="both cleanups to start")
 
-        body = await get_example(objects, namespace, "shared")
-        annotations = body["metadata"]["annotations"]
-        assert DEFAULT_KEYS.memory in annotations and keys_for(OTHER_FINALIZER).memory in annotations
+        async def memories() -> bool:  # each written in its operator's PATCH, just after the log line
+            body = await get_example(objects, namespace, "shared")
+            annotations = (body or {}).get("metadata", {}).get("annotations") or {}
+            return DEFAULT_KEYS.memory in annotations and keys_for(OTHER_FINALIZER).memory in annotations
+
+        await eventually(memories, what="both operators' memories, each under its own key")
         assert DEFAULT_KEYS.memory != keys_for(OTHER_FINALIZER).memory
 
         # The first operator's callback: it releases its own finalizer, the other one stays, untouched.
