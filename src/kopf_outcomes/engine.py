@@ -13,7 +13,7 @@ import copy
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from kopf_outcomes import builtin
 from kopf_outcomes.manager import PluginManager
@@ -65,25 +65,64 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     Tell the observers; return the fallback outcome if one of them failed, else None.
 
     Observers may add to the patch, but never change ``metadata.finalizers`` or the ``protected``
-    annotations (our memory): such a change is undone, and the run falls back to a retry.
+    annotations (our memory), nor add Kopf's patch functions (which could change anything): such a
+    change is undone, also when the observer then failed, and the run falls back to a retry.
     """
     if not plugins.observed:
         return None
-    before, fields = _guarded_parts(patch, protected), _written_fields(patch)
+    before = _Snapshot.of(patch, protected)
     started = time.monotonic()
+    failure: BaseException | None = None
     try:
-        plugins.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
+        plugins.observe_outcome(run, outcome, patch)
     except BaseException as e:  # noqa: B036
-        return contained(plugins, run, e)
-    finally:
-        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
-        plugins.learn_written_fields(_written_fields(patch) - fields)
-    if _guarded_parts(patch, protected) != before:
-        _restore(patch, before)
+        failure = e
+    _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
+    if before.undo_forbidden(plugins, patch, protected) and failure is None:
         names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
-        return contained(plugins, run, HookResultError(names, "an observer changed metadata.finalizers or the "
-                                                              "operator's memory in the patch; the change is undone"))
-    return None
+        failure = HookResultError(names, "an observer changed metadata.finalizers or the operator's memory in "
+                                         "the patch, or added a patch function; the change is undone")
+    return contained(plugins, run, failure) if failure is not None else None
+
+
+class _Snapshot(NamedTuple):
+    """What the patch held before the observers: nothing at all (the usual case, and free to
+    take), or the guarded parts, the written fields and the number of patch functions."""
+
+    guarded: dict[str, object] | None
+    fields: frozenset[tuple[str, ...]]
+    functions: int
+
+    @classmethod
+    def of(cls, patch: Mapping[str, Any], protected: Collection[str]) -> _Snapshot:
+        if not patch:  # Kopf's patch is false only when it has neither fields nor functions
+            return _EMPTY
+        return cls(_guarded_parts(patch, protected), frozenset(_written_fields(patch)), len(_functions(patch)))
+
+    def undo_forbidden(self, plugins: PluginManager, patch: MutableMapping[str, Any],
+                       protected: Collection[str]) -> bool:
+        """Learn the fields the observers wrote; undo what they may not change; True if they did."""
+        if self is _EMPTY and not patch:
+            return False
+        plugins.learn_written_fields(_written_fields(patch) - self.fields)
+        guarded = self.guarded if self.guarded is not None else _guarded_parts({}, protected)
+        changed = _guarded_parts(patch, protected) != guarded
+        if changed:
+            _restore(patch, guarded)
+        functions = _functions(patch)
+        if len(functions) > self.functions:
+            del functions[self.functions:]
+            changed = True
+        return changed
+
+
+_EMPTY = _Snapshot(None, frozenset(), 0)
+
+
+def _functions(patch: Mapping[str, Any]) -> list[object]:
+    """Kopf's patch functions (since Kopf 1.44: arbitrary changes of the body, e.g. a finalizer's removal)."""
+    functions = getattr(patch, "fns", None)
+    return functions if isinstance(functions, list) else []
 
 
 SLOW_HOOK = 0.5  # seconds: every other object waits while a hook blocks the event loop

@@ -106,7 +106,9 @@ def kopf_outcomes_observe_outcome(
 
     Called for every run, by every plugin, after the decision is final. The outcome cannot be
     changed here. ``patch`` is the merge-patch Kopf applies to the object at the end of this
-    cycle: add to it, never call the API from here (one cycle, one request).
+    cycle: add to it, never call the API from here (one cycle, one request). It may not change
+    ``metadata.finalizers`` or the operator's memory, nor add Kopf's patch functions
+    (``patch.fns``): such a change is undone and the run is retried, the plugin named.
     Fields a plugin writes should be named by :func:`kopf_outcomes_owned_fields`, so that
     they do not wake parked handlers.
 

@@ -15,15 +15,17 @@ from __future__ import annotations
 import inspect
 import os
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from importlib import metadata
+from typing import Any
 
 import pluggy
 
 from kopf_outcomes import builtin, hookspecs
 from kopf_outcomes.errors import PluginError
 from kopf_outcomes.options import HandlerOptions
-from kopf_outcomes.runs import ResourceRef
+from kopf_outcomes.outcomes import Outcome
+from kopf_outcomes.runs import HandlerRun, ResourceRef
 
 ENTRY_POINT_GROUP = "kopf_outcomes"
 BUILTIN_NAME = "kopf_outcomes.builtin"
@@ -46,6 +48,8 @@ class PluginManager(pluggy.PluginManager):
         self._options: dict[tuple[str, ResourceRef | None], HandlerOptions] = {}
         self._owned_fields: tuple[str, ...] | None = None
         self.written_fields: tuple[tuple[str, ...], ...] = ()  # seen in observers' patches
+        self._observers: tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None = ()
+        self._pluggy_hookexec = self._inner_hookexec  # what pluggy's tracing and monitoring replace
         self.register(builtin, name=BUILTIN_NAME)
 
     def get_canonical_name(self, plugin: object) -> str:
@@ -142,11 +146,30 @@ class PluginManager(pluggy.PluginManager):
         )
         self.observed = bool(hook.kopf_outcomes_observe_outcome.get_hookimpls())
         self.observes_objects = bool(hook.kopf_outcomes_observe_object.get_hookimpls())
+        self._observers = _plain_calls(hook.kopf_outcomes_observe_outcome)
         self.only_builtins = self.decides_builtin and not self.observed
         # The classification without the built-ins: "did any plugin decide?" is then a None check.
         self.classify_result_by_plugins = self.subset_hook_caller("kopf_outcomes_classify_result", [builtin])
         self.classify_exception_by_plugins = self.subset_hook_caller(
             "kopf_outcomes_classify_exception", [builtin])
+
+    def observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        """
+        Call the observers as pluggy does: in its order, each with the arguments it names, the
+        first failure ending the call. Plain implementations are called directly: pluggy's
+        dispatch was the largest part of an observed run's cost. Wrappers, and pluggy's tracing
+        or call monitoring, go through pluggy itself.
+        """
+        calls = self._observers
+        if calls is None or self._inner_hookexec is not self._pluggy_hookexec:
+            self.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
+            return
+        arguments = {"run": run, "outcome": outcome, "patch": patch}
+        for function, argnames in calls:
+            if argnames is _ALL_ARGUMENTS:
+                function(run, outcome, patch)
+            else:
+                function(*[arguments[name] for name in argnames])
 
     def options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:
         """All plugins' options for a handler, merged and cached. May raise: callers contain it."""
@@ -199,3 +222,16 @@ class PluginManager(pluggy.PluginManager):
         """The names of the plugins (not the built-ins) that implement a hook."""
         caller = getattr(self.hook, hook_name)
         return [self.get_name(impl.plugin) or "?" for impl in caller.get_hookimpls() if impl.plugin is not builtin]
+
+
+def _plain_calls(caller: pluggy.HookCaller) -> tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None:
+    """A hook's implementations in pluggy's call order, to be called directly; None if any of
+    them needs pluggy's machinery (a wrapper, or keyword arguments with defaults)."""
+    impls = caller.get_hookimpls()
+    if any(impl.hookwrapper or impl.wrapper or getattr(impl, "kwargnames", ()) for impl in impls):
+        return None
+    return tuple((impl.function, _ALL_ARGUMENTS if tuple(impl.argnames) == _ALL_ARGUMENTS else tuple(impl.argnames))
+                 for impl in reversed(impls))
+
+
+_ALL_ARGUMENTS = ("run", "outcome", "patch")  # the usual implementation's, in the spec's order

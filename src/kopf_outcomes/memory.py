@@ -27,7 +27,7 @@ from typing import Any, Literal, NamedTuple, TypedDict, cast
 from kopf_outcomes import values
 from kopf_outcomes.digest import digest
 
-__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "read",
+__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "present", "read",
            "record", "release_requested", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
@@ -103,6 +103,12 @@ def keys_for(finalizer: str | None) -> MemoryKeys:
 DEFAULT_KEYS = keys_for(None)
 _MAX_REPORTED = 1000
 _reported_garbage: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+
+
+def present(body: Mapping[str, Any], keys: MemoryKeys = DEFAULT_KEYS) -> bool:
+    """Whether the object has this operator's memory at all (cheap: nothing is parsed)."""
+    annotations = (body.get("metadata") or {}).get("annotations")
+    return isinstance(annotations, Mapping) and keys.memory in annotations
 
 
 def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any],

@@ -27,6 +27,7 @@ __all__ = [
     "handler",
     "handlers_of",
     "parked_state",
+    "run_handler",
     "run_handlers",
     "state_for",
 ]
@@ -99,6 +100,15 @@ async def run_handlers(
         state=state if state is not None else state_for(handlers),
     )
     return {str(handler_id): outcome for handler_id, outcome in outcomes.items()}
+
+
+async def run_handler(handler: execution.Handler, cause: causes.ChangingCause, state: Any = None) -> Any:
+    """Kopf's ``execute_handler_once`` entered directly, as Kopf's daemons and timers enter it:
+    outside of a reaction cycle."""
+    states = state if state is not None else state_for([handler])
+    return await execution.execute_handler_once(
+        settings=configuration.OperatorSettings(), handler=handler, cause=cause, state=states[handler.id],
+    )
 
 
 def body_after(cause: causes.ChangingCause, **changes: Any) -> dict[str, Any]:

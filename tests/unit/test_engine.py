@@ -672,3 +672,151 @@ def test_fields_observers_write_are_owned_even_if_the_plugin_does_not_name_them(
     assert set(owned) == {("status", "writerSaw"), ("metadata", "annotations", "example.com/seen")}
     assert ("status", "h") not in owned  # what was in the patch before the observers is not theirs
     assert any("plugin 'writer' failed in kopf_outcomes_owned_fields" in m for m in collector.messages())
+
+
+class ThiefThatFails:
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        patch.setdefault("metadata", {})["finalizers"] = []
+        raise RuntimeError("and then it broke")
+
+
+@pytest.mark.parametrize("before", [{}, {"status": {"h": "result"}}], ids=["empty-patch", "filled-patch"])
+def test_an_observer_that_takes_a_finalizer_and_then_fails_is_undone_too(before: dict[str, Any]) -> None:
+    plugins = Plugins()
+    plugins.register(ThiefThatFails(), name="thief")
+    patch: dict[str, Any] = {key: dict(value) for key, value in before.items()}
+    fallback = engine.observe(plugins, make_run(), Success(), patch)
+    assert isinstance(fallback, PluginFailure) and "RuntimeError: and then it broke" in fallback.reason
+    assert "finalizers" not in patch.get("metadata", {})
+
+
+class FunctionPatch(dict[str, Any]):
+    """Kopf's patch (1.44+) also carries patch functions, which may change anything in the body."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fns: list[Callable[[dict[str, Any]], None]] = []
+
+    def __bool__(self) -> bool:
+        return len(self) > 0 or bool(self.fns)
+
+
+class FunctionAdder:
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        patch.fns.append(lambda body: body["metadata"].pop("finalizers", None))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+def test_an_observer_adding_patch_functions_is_undone_and_named(kept: int) -> None:
+    plugins = Plugins()
+    plugins.register(FunctionAdder(), name="adder")
+    patch = FunctionPatch()
+    patch.fns.extend(lambda body: None for _ in range(kept))  # Kopf's own, from before the observers
+    existing = list(patch.fns)
+    fallback = engine.observe(plugins, make_run(), Success(), patch)
+    assert isinstance(fallback, PluginFailure) and "plugin 'adder' failed" in fallback.reason
+    assert "patch function" in fallback.reason
+    assert patch.fns == existing
+
+
+# --- observers are called as pluggy calls them ---------------------------------------------------
+
+
+class Recorder:
+    def __init__(self, name: str, calls: list[str]) -> None:
+        self.name, self.calls = name, calls
+
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        self.calls.append(self.name)
+
+
+class First(Recorder):
+    @hookimpl(tryfirst=True)
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        self.calls.append(self.name)
+
+
+class Last(Recorder):
+    @hookimpl(trylast=True)
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        self.calls.append(self.name)
+
+
+class OnlyOutcome:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, outcome: Outcome) -> None:  # a subset of the arguments
+        self.calls.append(f"only-outcome:{type(outcome).__name__}")
+
+
+class Wrapper:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    @hookimpl(wrapper=True)
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome,
+                                      patch: MutableMapping[str, Any]) -> Any:
+        self.calls.append("wrapper-before")
+        result = yield
+        self.calls.append("wrapper-after")
+        return result
+
+
+def _observer_order(plugins: Plugins, calls: list[str], extra: list[object]) -> list[str]:
+    for index, plugin in enumerate([Last("last", calls), Recorder("a", calls), First("first", calls),
+                                    Recorder("b", calls), OnlyOutcome(calls), *extra]):
+        plugins.register(plugin, name=f"p{index}")
+    engine.observe(plugins, make_run(), Success(), {})
+    return calls
+
+
+@pytest.mark.parametrize("extra", [[], ["wrapper"]], ids=["plain", "with-a-wrapper"])
+def test_observers_are_called_in_pluggys_order_with_the_arguments_they_name(extra: list[str]) -> None:
+    ours = _observer_order(Plugins(), [], [])
+    calls: list[str] = []
+    wrapped = _observer_order(Plugins(), calls, [Wrapper(calls)] if extra else [])
+    # pluggy's own order: its hook caller, bypassing the direct dispatch.
+    reference: list[str] = []
+    plugins = Plugins()
+    _observer_order(plugins, reference, [])
+    reference.clear()
+    plugins.hook.kopf_outcomes_observe_outcome(run=make_run(), outcome=Success(), patch={})
+    assert ours == reference == ["first", "only-outcome:Success", "b", "a", "last"]
+    assert wrapped == (["wrapper-before", *reference, "wrapper-after"] if extra else reference)
+
+
+def test_pluggys_call_monitoring_still_sees_observers() -> None:
+    plugins = Plugins()
+    calls: list[str] = []
+    plugins.register(Recorder("a", calls), name="a")
+    seen: list[str] = []
+    undo = plugins.add_hookcall_monitoring(lambda name, impls, kwargs: seen.append(name),
+                                           lambda outcome, name, impls, kwargs: None)
+    engine.observe(plugins, make_run(), Success(), {})
+    undo()
+    engine.observe(plugins, make_run(), Success(), {})
+    assert seen == ["kopf_outcomes_observe_outcome"]
+    assert calls == ["a", "a"]
+
+
+def test_the_first_failing_observer_ends_the_call_as_in_pluggy() -> None:
+    calls: list[str] = []
+
+    class Failing:
+        @hookimpl
+        def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome,
+                                          patch: MutableMapping[str, Any]) -> None:
+            calls.append("failing")
+            raise ValueError("boom")
+
+    plugins = Plugins()
+    plugins.register(Recorder("registered-first", calls), name="first")
+    plugins.register(Failing(), name="failing")
+    fallback = engine.observe(plugins, make_run(), Success(), {})
+    assert calls == ["failing"]  # pluggy calls the later registered first, and stops at the failure
+    assert isinstance(fallback, PluginFailure) and "plugin 'failing' failed" in fallback.reason

@@ -42,6 +42,7 @@ from tests.unit.kopf_objects import (
     changing_cause,
     handler,
     parked_state,
+    run_handler,
     run_handlers,
 )
 
@@ -491,7 +492,7 @@ async def test_a_release_annotation_for_another_handler_releases_nothing(
 async def test_recall_tells_whether_the_handler_acted_on_this_state(
     installed: Any, logger: logging.Logger
 ) -> None:
-    seen: list[kopf_outcomes.Recall] = []
+    seen: list[kopf_outcomes.Memory] = []
 
     def action() -> Pending:
         seen.append(kopf_outcomes.recall())
@@ -761,3 +762,46 @@ async def test_a_forged_retained_record_neither_holds_nor_releases_a_pending_han
     outcomes = await run_handlers([h], again, state)
     assert counted.calls == 2  # not held: the forged record is ignored, the handler runs as Pending
     assert outcomes["h"].final is False  # not released either: the finalizer stays
+
+
+# --- outside of a reaction cycle (daemons, timers): the memory is read only where it exists --------
+
+
+async def test_outside_a_cycle_a_stock_success_clears_the_handlers_old_record(
+        installed: Plugins, logger: logging.Logger) -> None:
+    pending = changing_cause(BODY, logger)
+    await run_handler(handler(returning(Pending("waiting")).fn), pending)
+    assert set(records_in(pending.patch)) == {"h"}
+    later = changing_cause(body_after(pending), logger)
+    outcome = await run_handler(handler(returning(None).fn), later)
+    assert outcome.final and outcome.exception is None
+    assert records_in(later.patch) is None  # the memory's last record is gone: the annotation too
+
+
+async def test_outside_a_cycle_without_memory_observers_are_told_and_nothing_is_written(
+        installed: Plugins, logger: logging.Logger) -> None:
+    seen: list[tuple[str, Outcome, float]] = []
+
+    class Observer:
+        @hookimpl
+        def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome,
+                                          patch: MutableMapping[str, Any]) -> None:
+            seen.append((run.handler_id, outcome, run.runtime))
+
+    installed.register(Observer(), name="observer")
+    cause = changing_cause(BODY, logger)
+    outcome = await run_handler(handler(returning({"done": 1}).fn), cause)
+    assert outcome.final and outcome.result is not None
+    [(handler_id, told, runtime)] = seen
+    assert (handler_id, told) == ("h", Success({"done": 1}))
+    assert 0 <= runtime < 60  # Kopf's runtime of a handler that started in this test
+    assert records_in(cause.patch) == "absent"
+
+
+async def test_runtime_in_floats_is_kopfs_runtime() -> None:
+    from kopf_outcomes._kopf.internals import runtime_of
+    from tests.unit.kopf_objects import state_for
+
+    the_handler = handler(returning(None).fn)
+    state = state_for([the_handler])[the_handler.id]
+    assert abs(runtime_of(state) - state.runtime.total_seconds()) < 0.01

@@ -33,7 +33,7 @@ from kopf_outcomes._kopf.internals import (
     progress_of,
     subsettings_var,
 )
-from kopf_outcomes._kopf.runs import body_of, options_of, resource_of
+from kopf_outcomes._kopf.runs import body_of, options_of, raw_body_of, resource_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
@@ -99,7 +99,7 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
          state: State | None = None) -> Cycle:
     """The context of a cycle, with the object's memory read once."""
     keys = keys_of(settings)
-    body = body_of(cause)
+    body = raw_body_of(cause)
     records = memory.read(body, cause.logger, keys) if body is not None else {}
     return Cycle(keys, records, handlers, state)
 
@@ -119,6 +119,9 @@ def current() -> Cycle | None:
     return _cycle.get()
 
 
+RETAINED_ONLY = (RETAINED_MARK,)
+
+
 def is_parked(state: HandlerState, marks: tuple[str, ...] = (PARKED_MARK, RETAINED_MARK)) -> bool:
     """Parked by us: marked so in Kopf's own progress, and not finished."""
     message = getattr(state, "message", None)
@@ -130,10 +133,18 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
     retained mark too, so that a forged record can neither hold a handler nor release one that
     is not retained (a Pending handler's progress carries the parked mark, not this one)."""
     found = cycle.records.get(handler_id)
-    retained = state is not None and is_parked(state, (RETAINED_MARK,))
-    if found is not None and found["outcome"] == "retained" and not retained:
+    if found is not None and found["outcome"] == "retained" and not (state is not None
+                                                                    and is_parked(state, RETAINED_ONLY)):
         return None
     return found
+
+
+def may_remember(cycle: Cycle | None, settings: OperatorSettings, cause: Cause, handler_id: str) -> bool:
+    """Whether the memory may hold a record of this handler; outside a cycle, without reading it."""
+    if cycle is not None:
+        return handler_id in cycle.records
+    body = raw_body_of(cause)
+    return body is not None and memory.present(body, keys_of(settings))
 
 
 def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:
@@ -141,7 +152,7 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
     found = record_of(cycle, str(handler.id), state)
     if found is None:
         return is_parked(state)  # ours, with its memory lost or garbage: run it to conclude afresh
-    body = body_of(cause)
+    body = raw_body_of(cause)
     if found["outcome"] == "retained":
         return body is not None and memory.release_requested(body, str(handler.id), cycle.keys)
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
@@ -167,7 +178,7 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
 
 
 def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:
-    body = body_of(cause)
+    body = raw_body_of(cause)
     if body is None:
         return ""
     options = options_of(plugins, handler, cause)

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import contextvars
-import datetime
 import enum
 from collections.abc import Mapping
 from typing import Any
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf.internals import Cause, ErrorsMode, Handler, OperatorSettings, default_backoff
+from kopf_outcomes._kopf.internals import Cause, ErrorsMode, Handler, OperatorSettings, default_backoff, raw_of
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import NO_OPTIONS, HandlerOptions
@@ -48,23 +47,45 @@ def body_of(cause: Cause) -> Mapping[str, Any] | None:
     return body
 
 
-def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, runtime: datetime.timedelta,
-          settings: OperatorSettings, previous: MemoryRecord | None) -> HandlerRun:
-    body = body_of(cause)
+def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
+    """The object as a plain dict, for our own reads (plugins see Kopf's ``Body`` view)."""
+    body: Mapping[str, Any] | None = getattr(cause, "body", None)
+    return raw_of(body) if body is not None else None
+
+
+# Enum members' names and values, looked up once: their properties cost on every run.
+_names: dict[enum.Enum, str] = {mode: mode.name for mode in ErrorsMode}
+_values: dict[enum.Enum, str] = {}
+
+
+def _reason_of(cause: Cause) -> str | None:
     reason = getattr(cause, "reason", None)
+    if not isinstance(reason, enum.Enum):
+        return None
+    value = _values.get(reason)
+    if value is None:
+        value = _values[reason] = str(reason.value)
+    return value
+
+
+def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, runtime: float,
+          settings: OperatorSettings, previous: MemoryRecord | None) -> HandlerRun:
+    """The run as hooks see it; built on every observed run, so every part of it is cheap."""
+    body = body_of(cause)
+    raw = raw_of(body) if body is not None else None
     errors = handler.errors if handler.errors is not None else default_errors.get(ErrorsMode.TEMPORARY)
     backoff = handler.backoff if handler.backoff is not None else default_backoff(settings)
     return HandlerRun(
-        handler_id=str(handler.id),
-        reason=str(reason.value) if isinstance(reason, enum.Enum) else None,
-        resource=resource_of(cause),
-        body=body,
-        retry=retry,
-        runtime=runtime.total_seconds(),
-        deleting=bool(body is not None and (body.get("metadata") or {}).get("deletionTimestamp")),
-        options=options_of(plugins, handler, cause),
-        logger=cause.logger,
-        previous=previous,
-        errors_mode=errors.name,
-        backoff=float(backoff),
+        str(handler.id),
+        _reason_of(cause),
+        resource_of(cause),
+        body,
+        retry,
+        runtime,
+        bool(raw is not None and (raw.get("metadata") or {}).get("deletionTimestamp")),
+        options_of(plugins, handler, cause),
+        cause.logger,
+        previous,
+        _names.get(errors) or errors.name,
+        float(backoff),
     )

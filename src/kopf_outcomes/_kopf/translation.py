@@ -17,7 +17,7 @@ from kopf_outcomes._kopf.cycle import PARKED_DELAY, Cycle, Parked, Rechecking, R
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.runs import body_of
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.memory import StoredOutcome
+from kopf_outcomes.memory import MemoryKeys, StoredOutcome
 from kopf_outcomes.options import retains_on_delete
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
@@ -104,7 +104,14 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
         memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys, known=cycle.records)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             result.exception.quiet = True  # the same conclusion about the same state: no need to store
-    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, cycle.keys)
+    return tell(plugins, cycle.keys, run, handler, cause, outcome, result)
+
+
+def tell(plugins: PluginManager, keys: MemoryKeys, run: HandlerRun, handler: Handler, cause: Cause,
+         outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
+    """Tell the observers the outcome: ``result`` stands, unless one of them failed."""
+    patch = getattr(cause, "patch", None)
+    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         return retry(handler, None, fallback, cause.logger)
     return result
@@ -120,10 +127,13 @@ def stored_outcome(outcome: Outcome, result: KopfOutcome) -> StoredOutcome:
     return "fatal" if result.final else "retained"
 
 
+_SUCCESS = Success()  # outcomes are values: the common one is made once
+
+
 def from_kopf(outcome: KopfOutcome) -> Outcome:
     """Stock Kopf's outcome in our terms, for the observers."""
     if outcome.final and outcome.exception is None:
-        return Success(outcome.result)
+        return _SUCCESS if outcome.result is None else Success(outcome.result)
     if outcome.final:
         return Fatal(str(outcome.exception) or repr(outcome.exception))
     return Retry(str(outcome.exception) or repr(outcome.exception),

@@ -38,6 +38,7 @@ from kopf_outcomes._kopf.internals import (
     no_extra_context,
     progress_of,
     queueing,
+    runtime_of,
 )
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
@@ -114,8 +115,8 @@ class Patch:
     def _run(self, handler: Handler, cause: Cause, kwargs: Mapping[str, Any]) -> HandlerRun:
         context = cycle.current() or cycle.make(kwargs["settings"], cause, (handler,))
         previous = context.records.get(str(handler.id))
-        return runs.build(self.plugins, handler, cause, kwargs["retry"], kwargs["runtime"], kwargs["settings"],
-                          previous)
+        return runs.build(self.plugins, handler, cause, kwargs["retry"], kwargs["runtime"].total_seconds(),
+                          kwargs["settings"], previous)
 
     async def execute_handler_once(
         self,
@@ -128,11 +129,13 @@ class Patch:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> KopfOutcome:
         plugins = self.plugins
-        context = cycle.current() or cycle.make(settings, cause, (handler,))  # outside a cycle: daemons
-        record = cycle.record_of(context, str(handler.id), state)
-        body = runs.body_of(cause)
-        if record is not None and record["outcome"] == "retained" and body is not None:
-            return self._release(context, handler, cause, state, settings, record)
+        context = cycle.current()  # None outside a cycle (daemons, timers): made only when needed
+        handler_id = str(handler.id)
+        if cycle.is_parked(state, cycle.RETAINED_ONLY):  # only a retained handler can be released
+            context = context or cycle.make(settings, cause, (handler,))
+            record = cycle.record_of(context, handler_id, state)
+            if record is not None and record["outcome"] == "retained" and runs.body_of(cause) is not None:
+                return self._release(context, handler, cause, state, settings, record)
         # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
         errors = None if plugins.decides_builtin else runs.default_errors.set(default_errors)
         try:
@@ -141,15 +144,24 @@ class Patch:
                 extra_context=extra_context, default_errors=default_errors,
             )
         except _Decided as decided:
-            return translation.realize(plugins, context, decided.run, decided.outcome, handler, cause, state,
-                                       decided.subrefs)
+            return translation.realize(plugins, context or cycle.make(settings, cause, (handler,)), decided.run,
+                                       decided.outcome, handler, cause, state, decided.subrefs)
         finally:
             if errors is not None:
                 runs.default_errors.reset(errors)
         # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
-        if record is None and not plugins.observed and not runs.options_of(plugins, handler, cause).remember:
+        remember = runs.options_of(plugins, handler, cause).remember
+        if not remember and not cycle.may_remember(context, settings, cause, handler_id):
+            if not plugins.observed:
+                return outcome  # the hot path: nothing remembered before or now, nobody to tell
+            run = runs.build(plugins, handler, cause, state.retries, runtime_of(state), settings, None)
+            return translation.tell(plugins, cycle.keys_of(settings), run, handler, cause,
+                                    translation.from_kopf(outcome), outcome)
+        context = context or cycle.make(settings, cause, (handler,))
+        record = cycle.record_of(context, handler_id, state)
+        if record is None and not remember and not plugins.observed:
             return outcome
-        run = runs.build(plugins, handler, cause, state.retries, state.runtime, settings, record)
+        run = runs.build(plugins, handler, cause, state.retries, runtime_of(state), settings, record)
         return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
 
     def _release(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
@@ -157,7 +169,7 @@ class Patch:
         """A retained finalizer, released by the annotation a person set (the wake-up checked it)."""
         cause.logger.warning(f"{handler} is released by the annotation {context.keys.release!r}; "
                              f"the finalizer is no longer retained.")
-        run = runs.build(self.plugins, handler, cause, state.retries, state.runtime, settings, record)
+        run = runs.build(self.plugins, handler, cause, state.retries, runtime_of(state), settings, record)
         return translation.conclude(self.plugins, context, run, handler, cause,
                                     Fatal(record["reason"], on_delete="release"),
                                     KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))
