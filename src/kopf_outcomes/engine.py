@@ -78,6 +78,8 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     except BaseException as e:  # noqa: B036
         failure = e
     _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
+    if before is _EMPTY and failure is None and not patch:
+        return None  # the usual case: nothing was in the patch, and nothing is
     if before.undo_forbidden(plugins, patch, protected) and failure is None:
         names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
         failure = HookResultError(names, "an observer changed metadata.finalizers or the operator's memory in "
@@ -102,8 +104,6 @@ class _Snapshot(NamedTuple):
     def undo_forbidden(self, plugins: PluginManager, patch: MutableMapping[str, Any],
                        protected: Collection[str]) -> bool:
         """Learn the fields the observers wrote; undo what they may not change; True if they did."""
-        if self is _EMPTY and not patch:
-            return False
         plugins.learn_written_fields(_written_fields(patch) - self.fields)
         guarded = self.guarded if self.guarded is not None else _guarded_parts({}, protected)
         changed = _guarded_parts(patch, protected) != guarded

@@ -107,8 +107,8 @@ _reported_garbage: collections.OrderedDict[tuple[str, str], None] = collections.
 
 def present(body: Mapping[str, Any], keys: MemoryKeys = DEFAULT_KEYS) -> bool:
     """Whether the object has this operator's memory at all (cheap: nothing is parsed)."""
-    annotations = (body.get("metadata") or {}).get("annotations")
-    return isinstance(annotations, Mapping) and keys.memory in annotations
+    annotations: Mapping[str, Any] = (body.get("metadata") or {}).get("annotations") or {}
+    return keys.memory in annotations
 
 
 def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any],

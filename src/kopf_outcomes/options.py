@@ -57,6 +57,9 @@ class HandlerOptions:
 
 OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(HandlerOptions))
 NO_OPTIONS = HandlerOptions()
+# The options that some handler_options() set: one no handler sets is unset for all of them,
+# which every handler run can then know without looking at its function.
+declared: set[str] = set()
 
 
 def handler_options(
@@ -76,6 +79,8 @@ def handler_options(
         fatal_on_delete=fatal_on_delete,
     )
 
+    declared.update(name for name in OPTION_NAMES if getattr(options, name) is not None)
+
     def decorator(fn: FnT) -> FnT:
         setattr(fn, _ATTRIBUTE, options)
         return fn
@@ -86,7 +91,7 @@ def handler_options(
 def options_of(fn: object) -> HandlerOptions | None:
     """The options attached to a handler function, if any."""
     options = getattr(fn, _ATTRIBUTE, None)
-    return options if isinstance(options, HandlerOptions) else None
+    return options if options.__class__ is HandlerOptions else None
 
 
 def retains_on_delete(reason: str | None, outcome_on_delete: FatalOnDelete | None,

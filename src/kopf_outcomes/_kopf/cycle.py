@@ -13,7 +13,7 @@ import contextvars
 import datetime
 import functools
 from collections.abc import Collection, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import kopf
 
@@ -31,6 +31,7 @@ from kopf_outcomes._kopf.internals import (
     finalizer_of,
     handler_var,
     progress_of,
+    raw_of,
     subsettings_var,
 )
 from kopf_outcomes._kopf.runs import body_of, options_of, raw_body_of, resource_of
@@ -115,8 +116,7 @@ def end(token: contextvars.Token[Cycle | None]) -> None:
     _cycle.reset(token)
 
 
-def current() -> Cycle | None:
-    return _cycle.get()
+current = _cycle.get  # the cycle's context, or None outside of one (a C call: it is on every run)
 
 
 RETAINED_ONLY = (RETAINED_MARK,)
@@ -124,8 +124,8 @@ RETAINED_ONLY = (RETAINED_MARK,)
 
 def is_parked(state: HandlerState, marks: tuple[str, ...] = (PARKED_MARK, RETAINED_MARK)) -> bool:
     """Parked by us: marked so in Kopf's own progress, and not finished."""
-    message = getattr(state, "message", None)
-    return not state.finished and isinstance(message, str) and message.endswith(marks)
+    message = state.message
+    return message.__class__ is str and message.endswith(marks) and not state.finished
 
 
 def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> MemoryRecord | None:
@@ -139,12 +139,12 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
     return found
 
 
-def may_remember(cycle: Cycle | None, settings: OperatorSettings, cause: Cause, handler_id: str) -> bool:
+def may_remember(cycle: Cycle | None, keys: MemoryKeys, cause: Cause, handler_id: str) -> bool:
     """Whether the memory may hold a record of this handler; outside a cycle, without reading it."""
     if cycle is not None:
         return handler_id in cycle.records
-    body = raw_body_of(cause)
-    return body is not None and memory.present(body, keys_of(settings))
+    body: Mapping[str, Any] | None = getattr(cause, "body", None)
+    return body is not None and memory.present(raw_of(body), keys)
 
 
 def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:

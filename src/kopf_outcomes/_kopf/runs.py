@@ -10,7 +10,7 @@ from kopf_outcomes import engine
 from kopf_outcomes._kopf.internals import Cause, ErrorsMode, Handler, OperatorSettings, default_backoff, raw_of
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
-from kopf_outcomes.options import NO_OPTIONS, HandlerOptions
+from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, declared
 from kopf_outcomes.options import options_of as own_options
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
@@ -37,9 +37,15 @@ def resource_of(cause: Cause) -> ResourceRef | None:
 
 def options_of(plugins: PluginManager, handler: Handler, cause: Cause) -> HandlerOptions:
     if not plugins.provides_options:  # the hot path: no policy, no options plugin
-        own = own_options(handler.fn)
-        return own if own is not None else NO_OPTIONS
+        return own_options(handler.fn) or NO_OPTIONS
     return engine.options(plugins, handler.fn, str(handler.id), resource_of(cause), cause.logger)
+
+
+def option(plugins: PluginManager, handler: Handler, cause: Cause, name: str) -> Any:
+    """One option of a handler; None at no cost where no policy, plugin or handler sets it."""
+    if not plugins.provides_options and name not in declared:
+        return None
+    return getattr(options_of(plugins, handler, cause), name)
 
 
 def body_of(cause: Cause) -> Mapping[str, Any] | None:
@@ -54,25 +60,23 @@ def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
 
 
 # Enum members' names and values, looked up once: their properties cost on every run.
-_names: dict[enum.Enum, str] = {mode: mode.name for mode in ErrorsMode}
-_values: dict[enum.Enum, str] = {}
+_names: dict[int, str] = {id(mode): mode.name for mode in ErrorsMode}
+_values: dict[int, str] = {}  # by the member's id: an Enum's hash is computed in Python
 
 
 def _reason_of(cause: Cause) -> str | None:
     reason = getattr(cause, "reason", None)
-    if not isinstance(reason, enum.Enum):
-        return None
-    value = _values.get(reason)
-    if value is None:
-        value = _values[reason] = str(reason.value)
+    value = _values.get(id(reason))
+    if value is None and isinstance(reason, enum.Enum):
+        value = _values[id(reason)] = str(reason.value)  # members live as long as their class
     return value
 
 
 def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, runtime: float,
           settings: OperatorSettings, previous: MemoryRecord | None) -> HandlerRun:
     """The run as hooks see it; built on every observed run, so every part of it is cheap."""
-    body = body_of(cause)
-    raw = raw_of(body) if body is not None else None
+    body: Mapping[str, Any] | None = getattr(cause, "body", None)
+    metadata = raw_of(body).get("metadata") if body is not None else None
     errors = handler.errors if handler.errors is not None else default_errors.get(ErrorsMode.TEMPORARY)
     backoff = handler.backoff if handler.backoff is not None else default_backoff(settings)
     return HandlerRun(
@@ -82,10 +86,10 @@ def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, ru
         body,
         retry,
         runtime,
-        bool(raw is not None and (raw.get("metadata") or {}).get("deletionTimestamp")),
-        options_of(plugins, handler, cause),
+        bool(metadata and metadata.get("deletionTimestamp")),
+        options_of(plugins, handler, cause) if plugins.provides_options or declared else NO_OPTIONS,
         cause.logger,
         previous,
-        _names.get(errors) or errors.name,
+        _names.get(id(errors)) or errors.name,
         float(backoff),
     )

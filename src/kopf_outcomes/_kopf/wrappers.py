@@ -100,7 +100,7 @@ class Patch:
                 raise
             raise _Decided(outcome, run, kwargs["subrefs"]) from e
         if plugins.decides_builtin and not isinstance(result, Outcome):
-            if not runs.options_of(plugins, handler, cause).explicit_completion:
+            if not runs.option(plugins, handler, cause, "explicit_completion"):
                 return result
         run = self._run(handler, cause, kwargs)
         outcome = engine.decide(plugins, run, result=result)
@@ -150,13 +150,13 @@ class Patch:
             if errors is not None:
                 runs.default_errors.reset(errors)
         # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
-        remember = runs.options_of(plugins, handler, cause).remember
-        if not remember and not cycle.may_remember(context, settings, cause, handler_id):
+        remember = runs.option(plugins, handler, cause, "remember")
+        keys = context.keys if context is not None else cycle.keys_of(settings)
+        if not remember and not cycle.may_remember(context, keys, cause, handler_id):
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
             run = runs.build(plugins, handler, cause, state.retries, runtime_of(state), settings, None)
-            return translation.tell(plugins, cycle.keys_of(settings), run, handler, cause,
-                                    translation.from_kopf(outcome), outcome)
+            return translation.tell(plugins, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
         context = context or cycle.make(settings, cause, (handler,))
         record = cycle.record_of(context, handler_id, state)
         if record is None and not remember and not plugins.observed:
