@@ -10,8 +10,12 @@ are not posted as Events unless ``settings.posting.loggers`` is set), so a run c
 costs in an operator, minus the terminal.
 
 Stock and ours alternate round by round (``uninstall()``/``install()`` between rounds, the
-order flipped every other round); the report gives the medians over the rounds of the
-per-call time, their ratio, and the median of the per-pair ratios.
+order rotated every round); the report gives the medians over the rounds of the per-call time,
+their ratio, and the median of the per-pair ratios.
+
+A third side, the **floor**, is measured in the same rounds: Kopf with two pass-through coroutine
+layers around ``execute_handler_once`` and ``invoke_handler`` and nothing else: the least that
+any patch adds which reads a handler's outcome before Kopf logs it (see the benchmarks README).
 """
 from __future__ import annotations
 
@@ -63,6 +67,36 @@ PLUGIN_SETS: dict[str, Callable[[], list[object]]] = {
     "builtins_only": lambda: [],
     "five_observers": lambda: [Observer() for _ in range(OBSERVERS)],
 }
+
+
+class Floor:
+    """Two pass-through coroutine layers where kopf-outcomes has its two: no logic at all."""
+
+    def __init__(self) -> None:
+        self.execute_handler_once = execution.execute_handler_once  # Kopf's own: taken while uninstalled
+        self.invoke_handler = execution.invoke_handler
+
+    def attach(self) -> None:
+        execute_original, invoke_original = self.execute_handler_once, self.invoke_handler
+
+        async def invoke_handler(**kwargs: Any) -> Any:
+            return await invoke_original(**kwargs)
+
+        async def execute_handler_once(
+            settings: Any, handler: Any, cause: Any, state: Any, lifecycle: Any = None,
+            extra_context: Any = execution.no_extra_context,
+            default_errors: Any = execution.ErrorsMode.TEMPORARY,
+        ) -> Any:
+            return await execute_original(settings=settings, handler=handler, cause=cause, state=state,
+                                          lifecycle=lifecycle, extra_context=extra_context,
+                                          default_errors=default_errors)
+
+        execution.invoke_handler = invoke_handler
+        execution.execute_handler_once = execute_handler_once
+
+    def detach(self) -> None:
+        execution.invoke_handler = self.invoke_handler
+        execution.execute_handler_once = self.execute_handler_once
 
 
 class Subject:
@@ -140,36 +174,48 @@ def _logging_as_kopf_run() -> tuple[Callable[[], None], Callable[[], None]]:
     return drain, restore
 
 
+SIDES = ("stock", "floor", "ours")
+
+
 async def _measure(kind: str, plugin_set: str, *, rounds: int, calls: int,
                    warmup: int, entry: str = "handler") -> dict[str, Any]:
     subject = Subject(HANDLERS[kind])
-    stock: list[float] = []
-    ours: list[float] = []
+    kopf_outcomes.uninstall()
+    floor = Floor()
+    times: dict[str, list[float]] = {side: [] for side in SIDES}
     drain, restore = _logging_as_kopf_run()
     try:
         for index in range(warmup + rounds):
-            pair: dict[str, float] = {}
-            order = ("stock", "ours") if index % 2 == 0 else ("ours", "stock")
-            for side in order:
+            measured: dict[str, float] = {}
+            shift = index % len(SIDES)  # each side goes first, second and last in turn
+            for side in SIDES[shift:] + SIDES[:shift]:
                 kopf_outcomes.uninstall()
+                floor.detach()
                 if side == "ours":
                     kopf_outcomes.install(plugins=PLUGIN_SETS[plugin_set](), entry_points=False)
+                elif side == "floor":
+                    floor.attach()
                 drain()
                 gc.collect()
-                pair[side] = await subject.run(calls, entry)
+                measured[side] = await subject.run(calls, entry)
             if index >= warmup:
-                stock.append(pair["stock"])
-                ours.append(pair["ours"])
+                for side in SIDES:
+                    times[side].append(measured[side])
     finally:
         kopf_outcomes.uninstall()
+        floor.detach()
         restore()
-    stock_us, ours_us = statistics.median(stock), statistics.median(ours)
+    stock, floor_times, ours = times["stock"], times["floor"], times["ours"]
+    stock_us, floor_us, ours_us = (statistics.median(times[side]) for side in SIDES)
     return {
         "stock_us": round(stock_us, 2),
         "ours_us": round(ours_us, 2),
         "ratio": ratio(ours_us, stock_us),
         "paired_ratio_median": statistics.median(o / s for o, s in zip(ours, stock, strict=True)),
         "added_us": round(ours_us - stock_us, 2),
+        "floor_us": round(floor_us, 2),
+        "floor_ratio": ratio(floor_us, stock_us),
+        "floor_paired_ratio_median": statistics.median(f / s for f, s in zip(floor_times, stock, strict=True)),
         "rounds": rounds,
         "calls_per_round": calls,
     }

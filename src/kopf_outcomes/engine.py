@@ -70,7 +70,9 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     """
     if not plugins.observed:
         return None
-    before = _Snapshot.of(patch, protected)
+    functions = _functions(patch)
+    empty = not len(patch) and not functions  # the usual case, and nothing to copy
+    before = _EMPTY if empty else _Snapshot.of(patch, protected, functions)
     started = time.monotonic()
     failure: BaseException | None = None
     try:
@@ -78,9 +80,9 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     except BaseException as e:  # noqa: B036
         failure = e
     _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
-    if before is _EMPTY and failure is None and not patch:
-        return None  # the usual case: nothing was in the patch, and nothing is
-    if before.undo_forbidden(plugins, patch, protected) and failure is None:
+    if empty and failure is None and not len(patch) and not functions:
+        return None  # nothing was in the patch, and nothing is
+    if before.undo_forbidden(plugins, patch, protected, functions) and failure is None:
         names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
         failure = HookResultError(names, "an observer changed metadata.finalizers or the operator's memory in "
                                          "the patch, or added a patch function; the change is undone")
@@ -88,28 +90,25 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
 
 
 class _Snapshot(NamedTuple):
-    """What the patch held before the observers: nothing at all (the usual case, and free to
-    take), or the guarded parts, the written fields and the number of patch functions."""
+    """What the patch held before the observers: the guarded parts, the written fields and the
+    number of patch functions (Kopf's list of them is the same object before and after)."""
 
     guarded: dict[str, object] | None
     fields: frozenset[tuple[str, ...]]
     functions: int
 
     @classmethod
-    def of(cls, patch: Mapping[str, Any], protected: Collection[str]) -> _Snapshot:
-        if not patch:  # Kopf's patch is false only when it has neither fields nor functions
-            return _EMPTY
-        return cls(_guarded_parts(patch, protected), frozenset(_written_fields(patch)), len(_functions(patch)))
+    def of(cls, patch: Mapping[str, Any], protected: Collection[str], functions: list[object]) -> _Snapshot:
+        return cls(_guarded_parts(patch, protected), frozenset(_written_fields(patch)), len(functions))
 
     def undo_forbidden(self, plugins: PluginManager, patch: MutableMapping[str, Any],
-                       protected: Collection[str]) -> bool:
+                       protected: Collection[str], functions: list[object]) -> bool:
         """Learn the fields the observers wrote; undo what they may not change; True if they did."""
         plugins.learn_written_fields(_written_fields(patch) - self.fields)
         guarded = self.guarded if self.guarded is not None else _guarded_parts({}, protected)
         changed = _guarded_parts(patch, protected) != guarded
         if changed:
             _restore(patch, guarded)
-        functions = _functions(patch)
         if len(functions) > self.functions:
             del functions[self.functions:]
             changed = True
