@@ -28,7 +28,6 @@ from kopf_outcomes._kopf.internals import (
     OperatorSettings,
     State,
     cause_var,
-    finalizer_of,
     handler_var,
     progress_of,
     raw_of,
@@ -93,7 +92,8 @@ def _keys(finalizer: str) -> MemoryKeys:
 
 
 def keys_of(settings: OperatorSettings) -> MemoryKeys:
-    return _keys(finalizer_of(settings))
+    """The memory's keys of the operator with these settings: by its finalizer (Kopf's public setting)."""
+    return _keys(settings.persistence.finalizer)
 
 
 def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],

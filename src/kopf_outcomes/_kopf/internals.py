@@ -42,7 +42,7 @@ misuse.probe(lambda: handler_var.get(None) is not None)
 __all__ = [
     "SUPPORTED", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
-    "cause_var", "check_version", "default_backoff", "execution", "finalizer_of", "handler_var",
+    "cause_var", "check_version", "default_backoff", "execution", "handler_var",
     "no_extra_context", "progress_of", "queueing", "raw_of", "runtime_of", "subsettings_var",
 ]
 
@@ -80,11 +80,6 @@ def default_backoff(settings: OperatorSettings) -> float:
 def progress_of(state: State, handler: Handler) -> HandlerState:
     """Kopf's progress of one handler: Kopf types the mapping by a protocol, it holds these."""
     return cast(HandlerState, state[handler.id])
-
-
-def finalizer_of(settings: OperatorSettings) -> str:
-    """The operator's own Kopf identity on an object: its finalizer."""
-    return str(settings.persistence.finalizer)
 
 
 def raw_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
