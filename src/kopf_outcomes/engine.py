@@ -55,7 +55,8 @@ def decide(plugins: PluginManager, run: HandlerRun, *, result: object = None,
     except BaseException as e:  # noqa: B036 -- see the module's docstring
         return contained(plugins, run, e)
     finally:
-        _report_slow(plugins, run, "kopf_outcomes_adjust_outcome", time.monotonic() - started)
+        if (seconds := time.monotonic() - started) > SLOW_HOOK:
+            _report_slow(plugins, run, "kopf_outcomes_adjust_outcome", seconds)
     return None if decision.stock else decision.outcome
 
 
@@ -79,7 +80,8 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
         plugins.observe_outcome(run, outcome, patch)
     except BaseException as e:  # noqa: B036
         failure = e
-    _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
+    if (seconds := time.monotonic() - started) > SLOW_HOOK:
+        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", seconds)
     if empty and failure is None and not len(patch) and not functions:
         return None  # nothing was in the patch, and nothing is
     if before.undo_forbidden(plugins, patch, protected, functions) and failure is None:
@@ -128,10 +130,9 @@ SLOW_HOOK = 0.5  # seconds: every other object waits while a hook blocks the eve
 
 
 def _report_slow(plugins: PluginManager, run: HandlerRun, hook_name: str, seconds: float) -> None:
-    if seconds > SLOW_HOOK:
-        run.logger.warning(f"{hook_name} blocked the event loop for {seconds:.1f}s (plugins: "
-                           f"{', '.join(plugins.implementers(hook_name))}); every object waits meanwhile: "
-                           f"hooks must be quick.")
+    run.logger.warning(f"{hook_name} blocked the event loop for {seconds:.1f}s (plugins: "
+                       f"{', '.join(plugins.implementers(hook_name))}); every object waits meanwhile: "
+                       f"hooks must be quick.")
 
 
 _ABSENT = object()

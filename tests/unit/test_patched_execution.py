@@ -805,3 +805,28 @@ async def test_runtime_in_floats_is_kopfs_runtime() -> None:
     the_handler = handler(returning(None).fn)
     state = state_for([the_handler])[the_handler.id]
     assert abs(runtime_of(state) - state.runtime.total_seconds()) < 0.01
+
+
+async def test_observers_get_every_field_of_the_run_in_its_place(
+        installed: Plugins, logger: logging.Logger) -> None:
+    seen: list[HandlerRun] = []
+
+    class Observer:
+        @hookimpl
+        def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome,
+                                          patch: MutableMapping[str, Any]) -> None:
+            seen.append(run)
+
+    installed.register(Observer(), name="observer")
+    cause = changing_cause(BODY, logger)
+    await run_handlers([handler(returning(None).fn, backoff=7)], cause)
+    [run] = seen
+    assert isinstance(run, HandlerRun)
+    fields = run._asdict()
+    assert 0 <= fields.pop("runtime") < 60
+    assert fields.pop("body")["metadata"]["uid"] == "uid-1"
+    assert fields == {
+        "handler_id": "h", "reason": "delete", "resource": kopf_outcomes.ResourceRef("kopf.dev", "v1", "kopfexamples"),
+        "retry": 0, "deleting": True, "options": kopf_outcomes.HandlerOptions(), "logger": cause.logger,
+        "previous": None, "errors_mode": "TEMPORARY", "backoff": 7.0,
+    }

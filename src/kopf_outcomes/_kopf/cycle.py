@@ -139,10 +139,9 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
     return found
 
 
-def may_remember(cycle: Cycle | None, keys: MemoryKeys, cause: Cause, handler_id: str) -> bool:
-    """Whether the memory may hold a record of this handler; outside a cycle, without reading it."""
-    if cycle is not None:
-        return handler_id in cycle.records
+def has_memory(cause: Cause, keys: MemoryKeys) -> bool:
+    """Whether the object has this operator's memory at all, without reading it: outside of a
+    cycle, where nothing has read it yet."""
     body: Mapping[str, Any] | None = getattr(cause, "body", None)
     return body is not None and memory.present(raw_of(body), keys)
 

@@ -61,14 +61,13 @@ def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
 
 # Enum members' names and values, looked up once: their properties cost on every run.
 _names: dict[int, str] = {id(mode): mode.name for mode in ErrorsMode}
-_values: dict[int, str] = {}  # by the member's id: an Enum's hash is computed in Python
+_values: dict[int, str | None] = {}  # by the member's id: an Enum's hash is computed in Python
 
 
-def _reason_of(cause: Cause) -> str | None:
-    reason = getattr(cause, "reason", None)
-    value = _values.get(id(reason))
-    if value is None and isinstance(reason, enum.Enum):
-        value = _values[id(reason)] = str(reason.value)  # members live as long as their class
+def _reason_value(reason: object) -> str | None:
+    value = str(reason.value) if isinstance(reason, enum.Enum) else None
+    if value is not None:
+        _values[id(reason)] = value  # members live as long as their class: the id is theirs
     return value
 
 
@@ -79,9 +78,10 @@ def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, ru
     metadata = raw_of(body).get("metadata") if body is not None else None
     errors = handler.errors if handler.errors is not None else default_errors.get(ErrorsMode.TEMPORARY)
     backoff = handler.backoff if handler.backoff is not None else default_backoff(settings)
-    return HandlerRun(
+    reason = getattr(cause, "reason", None)
+    return tuple.__new__(HandlerRun, (  # a named tuple's own __new__ is one Python call more
         str(handler.id),
-        _reason_of(cause),
+        _values.get(id(reason)) or _reason_value(reason),
         resource_of(cause),
         body,
         retry,
@@ -92,4 +92,4 @@ def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, ru
         previous,
         _names.get(id(errors)) or errors.name,
         float(backoff),
-    )
+    ))

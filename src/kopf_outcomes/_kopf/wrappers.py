@@ -152,7 +152,8 @@ class Patch:
         # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
         remember = runs.option(plugins, handler, cause, "remember")
         keys = context.keys if context is not None else cycle.keys_of(settings)
-        if not remember and not cycle.may_remember(context, keys, cause, handler_id):
+        remembered = handler_id in context.records if context is not None else cycle.has_memory(cause, keys)
+        if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
             run = runs.build(plugins, handler, cause, state.retries, runtime_of(state), settings, None)
