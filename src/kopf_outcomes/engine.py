@@ -73,7 +73,7 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
         return None
     functions = _functions(patch)
     empty = not len(patch) and not functions  # the usual case, and nothing to copy
-    before = _EMPTY if empty else _Snapshot.of(patch, protected, functions)
+    before = None if empty else _Snapshot.of(patch, protected, functions)
     started = time.monotonic()
     failure: BaseException | None = None
     try:
@@ -84,6 +84,8 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
         _report_slow(plugins, run, "kopf_outcomes_observe_outcome", seconds)
     if empty and failure is None and not len(patch) and not functions:
         return None  # nothing was in the patch, and nothing is
+    if before is None:  # nothing was in the patch: undo back to nothing
+        before = _Snapshot.of({}, protected, [])
     if before.undo_forbidden(plugins, patch, protected, functions) and failure is None:
         names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
         failure = HookResultError(names, "an observer changed metadata.finalizers or the operator's memory in "
@@ -95,7 +97,7 @@ class _Snapshot(NamedTuple):
     """What the patch held before the observers: the guarded parts, the written fields and the
     number of patch functions (Kopf's list of them is the same object before and after)."""
 
-    guarded: dict[str, object] | None
+    guarded: dict[str, object]
     fields: frozenset[tuple[str, ...]]
     functions: int
 
@@ -107,17 +109,14 @@ class _Snapshot(NamedTuple):
                        protected: Collection[str], functions: list[object]) -> bool:
         """Learn the fields the observers wrote; undo what they may not change; True if they did."""
         plugins.learn_written_fields(_written_fields(patch) - self.fields)
-        guarded = self.guarded if self.guarded is not None else _guarded_parts({}, protected)
-        changed = _guarded_parts(patch, protected) != guarded
+        changed = _guarded_parts(patch, protected) != self.guarded
         if changed:
-            _restore(patch, guarded)
+            _restore(patch, self.guarded)
         if len(functions) > self.functions:
             del functions[self.functions:]
             changed = True
         return changed
 
-
-_EMPTY = _Snapshot(None, frozenset(), 0)
 
 
 def _functions(patch: Mapping[str, Any]) -> list[object]:
