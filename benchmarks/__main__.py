@@ -4,6 +4,7 @@ The benchmarks' one command.
     .venv/bin/python -m benchmarks run [--quick] [--out benchmarks/results/report.json] [--only ...]
     .venv/bin/python -m benchmarks render benchmarks/results/report.json
     .venv/bin/python -m benchmarks profile [--kind async|sync] [--plugins builtins_only|five_observers]
+                                           [--entry handler|cycle]
 
 ``run`` exits 0 when every scenario ran (whether or not the targets were met), 1 when one
 failed (its error is in the report), 2 on bad arguments.
@@ -133,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     profile.add_argument("--plugins", choices=["builtins_only", "five_observers"],
                          default="builtins_only")
     profile.add_argument("--calls", type=int, default=20000)
+    profile.add_argument("--entry", choices=["handler", "cycle"], default="handler",
+                         help="one handler run, or one reaction cycle with that one handler")
     args = parser.parse_args(argv)
 
     if args.command == "render":
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "profile":
         from benchmarks import overhead
 
-        overhead.profile(args.kind, args.plugins, args.calls)
+        overhead.profile(args.kind, args.plugins, args.calls, args.entry)
         return 0
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(only) - set(SCENARIOS))

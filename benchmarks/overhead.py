@@ -245,7 +245,8 @@ async def run(*, quick: bool) -> dict[str, Any]:
     return report
 
 
-def profile(kind: str = "async", plugin_set: str = "builtins_only", calls: int = 20000) -> None:
+def profile(kind: str = "async", plugin_set: str = "builtins_only", calls: int = 20000,
+            entry: str = "handler") -> None:
     """
     Where the added time goes: the Python calls per run of stock Kopf and of ours (a run's cost
     grows with them), then cProfile of the patched path, our own functions first.
@@ -259,10 +260,10 @@ def profile(kind: str = "async", plugin_set: str = "builtins_only", calls: int =
         try:
             if side == "ours":
                 kopf_outcomes.install(plugins=PLUGIN_SETS[plugin_set](), entry_points=False)
-            await subject.run(200)
+            await subject.run(200, entry)
             profiler = cProfile.Profile()
             profiler.enable()
-            await subject.run(calls)
+            await subject.run(calls, entry)
             profiler.disable()
         finally:
             kopf_outcomes.uninstall()
@@ -273,7 +274,8 @@ def profile(kind: str = "async", plugin_set: str = "builtins_only", calls: int =
         found = {side: await asyncio.create_task(profiled(side)) for side in ("stock", "ours")}
         per_run = {side: sum(row[1] for row in stats.stats.values()) / calls  # type: ignore[attr-defined]
                    for side, stats in found.items()}
-        print(f"Python calls per {kind} run ({plugin_set}): stock {per_run['stock']:.1f}, "
+        unit = "run" if entry == "handler" else "cycle"
+        print(f"Python calls per {kind} {unit} ({plugin_set}): stock {per_run['stock']:.1f}, "
               f"ours {per_run['ours']:.1f} (+{per_run['ours'] - per_run['stock']:.1f})")
         found["ours"].sort_stats("tottime").print_stats(r"kopf_outcomes|pluggy", 25)
         found["ours"].sort_stats("cumulative").print_stats(r"kopf_outcomes|pluggy", 25)

@@ -71,7 +71,9 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     """
     if not plugins.observed:
         return None
-    functions = _functions(patch)
+    functions = getattr(patch, "fns", None)  # Kopf's patch functions (1.44+): changes of any kind
+    if not isinstance(functions, list):
+        functions = []
     empty = not len(patch) and not functions  # the usual case, and nothing to copy
     before = None if empty else _Snapshot.of(patch, protected, functions)
     started = time.monotonic()
@@ -117,12 +119,6 @@ class _Snapshot(NamedTuple):
             changed = True
         return changed
 
-
-
-def _functions(patch: Mapping[str, Any]) -> list[object]:
-    """Kopf's patch functions (since Kopf 1.44: arbitrary changes of the body, e.g. a finalizer's removal)."""
-    functions = getattr(patch, "fns", None)
-    return functions if isinstance(functions, list) else []
 
 
 SLOW_HOOK = 0.5  # seconds: every other object waits while a hook blocks the event loop

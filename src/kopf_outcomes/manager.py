@@ -164,11 +164,11 @@ class PluginManager(pluggy.PluginManager):
         if calls is None or self._inner_hookexec is not self._pluggy_hookexec:
             self.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
             return
-        arguments = {"run": run, "outcome": outcome, "patch": patch}
         for function, argnames in calls:
             if argnames is _ALL_ARGUMENTS:
                 function(run, outcome, patch)
             else:
+                arguments = {"run": run, "outcome": outcome, "patch": patch}
                 function(*[arguments[name] for name in argnames])
 
     def options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:

@@ -139,11 +139,11 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
     return found
 
 
-def has_memory(cause: Cause, keys: MemoryKeys) -> bool:
+def has_memory(cause: Cause, settings: OperatorSettings) -> bool:
     """Whether the object has this operator's memory at all, without reading it: outside of a
     cycle, where nothing has read it yet."""
     body: Mapping[str, Any] | None = getattr(cause, "body", None)
-    return body is not None and memory.present(raw_of(body), keys)
+    return body is not None and memory.present(raw_of(body), _keys(settings.persistence.finalizer))
 
 
 def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:

@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Mapping
 from importlib import metadata
-from typing import Any, cast
+from typing import Any
 
 from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._cogs.structs.ids import HandlerId
@@ -79,7 +79,8 @@ def default_backoff(settings: OperatorSettings) -> float:
 
 def progress_of(state: State, handler: Handler) -> HandlerState:
     """Kopf's progress of one handler: Kopf types the mapping by a protocol, it holds these."""
-    return cast(HandlerState, state[handler.id])
+    progress: HandlerState = state[handler.id]  # type: ignore[assignment]  # no cast(): a call per handler
+    return progress
 
 
 def raw_of(body: Mapping[str, Any]) -> Mapping[str, Any]:

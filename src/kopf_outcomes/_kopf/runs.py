@@ -60,6 +60,7 @@ def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
 
 
 # Enum members' names and values, looked up once: their properties cost on every run.
+_TEMPORARY = ErrorsMode.TEMPORARY  # an Enum class's attribute costs a Python call
 _names: dict[int, str] = {id(mode): mode.name for mode in ErrorsMode}
 _values: dict[int, str | None] = {}  # by the member's id: an Enum's hash is computed in Python
 
@@ -76,7 +77,7 @@ def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, ru
     """The run as hooks see it; built on every observed run, so every part of it is cheap."""
     body: Mapping[str, Any] | None = getattr(cause, "body", None)
     metadata = raw_of(body).get("metadata") if body is not None else None
-    errors = handler.errors if handler.errors is not None else default_errors.get(ErrorsMode.TEMPORARY)
+    errors = handler.errors if handler.errors is not None else default_errors.get(_TEMPORARY)
     backoff = handler.backoff if handler.backoff is not None else default_backoff(settings)
     reason = getattr(cause, "reason", None)
     return tuple.__new__(HandlerRun, (  # a named tuple's own __new__ is one Python call more

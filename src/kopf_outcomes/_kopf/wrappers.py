@@ -42,6 +42,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
+from kopf_outcomes.options import declared
 from kopf_outcomes.outcomes import Fatal, Outcome
 from kopf_outcomes.runs import HandlerRun
 
@@ -100,7 +101,8 @@ class Patch:
                 raise
             raise _Decided(outcome, run, kwargs["subrefs"]) from e
         if plugins.decides_builtin and not isinstance(result, Outcome):
-            if not runs.option(plugins, handler, cause, "explicit_completion"):
+            if not (declared or plugins.provides_options) or not runs.option(
+                    plugins, handler, cause, "explicit_completion"):
                 return result
         run = self._run(handler, cause, kwargs)
         outcome = engine.decide(plugins, run, result=result)
@@ -131,7 +133,7 @@ class Patch:
         plugins = self.plugins
         context = cycle.current()  # None outside a cycle (daemons, timers): made only when needed
         handler_id = str(handler.id)
-        if cycle.is_parked(state, cycle.RETAINED_ONLY):  # only a retained handler can be released
+        if state.message is not None and cycle.is_parked(state, cycle.RETAINED_ONLY):  # only a retained one is released
             context = context or cycle.make(settings, cause, (handler,))
             record = cycle.record_of(context, handler_id, state)
             if record is not None and record["outcome"] == "retained" and runs.body_of(cause) is not None:
@@ -150,12 +152,12 @@ class Patch:
             if errors is not None:
                 runs.default_errors.reset(errors)
         # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
-        remember = runs.option(plugins, handler, cause, "remember")
-        keys = context.keys if context is not None else cycle.keys_of(settings)
-        remembered = handler_id in context.records if context is not None else cycle.has_memory(cause, keys)
+        remember = (declared or plugins.provides_options) and runs.option(plugins, handler, cause, "remember")
+        remembered = handler_id in context.records if context is not None else cycle.has_memory(cause, settings)
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
+            keys = context.keys if context is not None else cycle.keys_of(settings)
             run = runs.build(plugins, handler, cause, state.retries, runtime_of(state), settings, None)
             return translation.tell(plugins, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
         context = context or cycle.make(settings, cause, (handler,))
