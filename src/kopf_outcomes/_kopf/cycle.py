@@ -102,7 +102,7 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     keys = keys_of(settings)
     body = raw_body_of(cause)
     records = memory.read(body, cause.logger, keys) if body is not None else {}
-    return Cycle(keys, records, handlers, state)
+    return tuple.__new__(Cycle, (keys, records, handlers, state))  # a named tuple's __new__ is a Python call
 
 
 def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
