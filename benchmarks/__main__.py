@@ -26,7 +26,8 @@ from benchmarks.common import ROOT, machine_info, now_iso, say
 from benchmarks.kube import api_client, ensure_crd_served
 from benchmarks.retries import Retries
 
-SCENARIOS = ("overhead", "latency", "writes", "scale")
+SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale")
+IN_PROCESS = frozenset({"overhead", "instructions"})  # no API server needed
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -61,7 +62,7 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
     failed = False
     total = Retries()
     cluster = None
-    if any(s != "overhead" for s in only):
+    if any(s not in IN_PROCESS for s in only):
         cluster = await asyncio.to_thread(ensure_running, progress=say)
         report["meta"]["cluster"] = {"server": cluster.server}
     api = await api_client(cluster.admin_kubeconfig) if cluster is not None else None
@@ -73,7 +74,7 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
             if api is not None:
                 api.retries = retries  # every API call of this scenario counts its retries here
             try:
-                if api is not None and name != "overhead":
+                if api is not None and name not in IN_PROCESS:
                     await ensure_crd_served(api, EXAMPLE_CRD)
                 report[name] = await _scenario(name, quick, api, cluster, scale_objects)
             except Exception as e:
@@ -103,10 +104,11 @@ def _retries_line(retries: dict[str, Any]) -> str:
 
 
 async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_objects: int | None) -> dict[str, Any]:
-    from benchmarks import latency, overhead, scale, writes
+    from benchmarks import instructions, latency, overhead, scale, writes
 
     runs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "overhead": lambda: overhead.run(quick=quick),
+        "instructions": lambda: asyncio.to_thread(instructions.run, quick=quick),
         "latency": lambda: latency.run(api, str(cluster.admin_kubeconfig), quick=quick),
         "writes": lambda: writes.run(api, cluster, quick=quick),
         "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick, objects=scale_objects),

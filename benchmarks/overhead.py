@@ -149,7 +149,7 @@ class Subject:
         return (time.perf_counter_ns() - started) / calls / 1000
 
 
-def _logging_as_kopf_run() -> tuple[Callable[[], None], Callable[[], None]]:
+def logging_as_kopf_run() -> tuple[Callable[[], None], Callable[[], None]]:
     """Kopf's own logging set-up (INFO, text) into /dev/null; Events (if posted) into a queue."""
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
@@ -183,7 +183,7 @@ async def _measure(kind: str, plugin_set: str, *, rounds: int, calls: int,
     kopf_outcomes.uninstall()
     floor = Floor()
     times: dict[str, list[float]] = {side: [] for side in SIDES}
-    drain, restore = _logging_as_kopf_run()
+    drain, restore = logging_as_kopf_run()
     try:
         for index in range(warmup + rounds):
             measured: dict[str, float] = {}
@@ -256,7 +256,7 @@ def profile(kind: str = "async", plugin_set: str = "builtins_only", calls: int =
 
     async def profiled(side: str) -> pstats.Stats:
         subject = Subject(HANDLERS[kind])
-        drain, restore = _logging_as_kopf_run()
+        drain, restore = logging_as_kopf_run()
         try:
             if side == "ours":
                 kopf_outcomes.install(plugins=PLUGIN_SETS[plugin_set](), entry_points=False)

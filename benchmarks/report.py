@@ -106,6 +106,18 @@ def markdown(report: dict[str, Any]) -> str:
                     row(f"| Overhead per reaction cycle (1 handler) | µs, {kind} handler, {title} "
                         f"| {_num(m['stock_us'], 1)} | {_num(m['ours_us'], 1)} | {_x(m['ratio'])} | |")
 
+    counted = report.get("instructions")
+    if counted and "skipped" in counted:
+        row(f"| Instructions per handler run (callgrind) | not counted: {counted['skipped']} | | | | |")
+    elif counted and "error" not in counted:
+        for entry, title in (("handler", "handler run"), ("cycle", "reaction cycle (1 handler)")):
+            sides = counted.get(entry)
+            for side, name in (("floor", "the floor"), ("builtins_only", "built-ins only"),
+                               ("five_observers", "5 observer plugins")) if sides else ():
+                row(f"| Instructions per {title} (callgrind) | async handler, {name} "
+                    f"| {sides['stock']['instructions']:,} | {sides[side]['instructions']:,} "
+                    f"| {_x(sides[side]['ratio'], 3)} | |")
+
     latency = report.get("latency")
     if latency and "error" not in latency:
         n = latency["params"]["objects"]

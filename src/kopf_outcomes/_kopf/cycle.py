@@ -67,7 +67,7 @@ class Rechecking(kopf.TemporaryError):
 class Cycle(NamedTuple):
     """One reaction cycle of one object: its memory, read once, and its handlers, whose results
     in ``status`` are the operator's own writes (their ids are collected only for a digest).
-    A named tuple: one is made for every handler run outside of a cycle (daemons), cheaply."""
+    A named tuple: cheap to make, also for a handler run that no cycle started (see ``current``)."""
 
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
@@ -116,7 +116,10 @@ def end(token: contextvars.Token[Cycle | None]) -> None:
     _cycle.reset(token)
 
 
-current = _cycle.get  # the cycle's context, or None outside of one (a C call: it is on every run)
+# The cycle's context (a C call: it is on every run). None only where Kopf's execute_handler_once
+# is called without its execute_handlers_once: Kopf itself never does (daemons and timers go
+# through it too), callers of Kopf's internals (and the overhead benchmark) may.
+current = _cycle.get
 
 
 RETAINED_ONLY = (RETAINED_MARK,)
@@ -267,7 +270,7 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     if body is None or plugins is None:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
                                 "with kopf_outcomes.install() done")
-    cycle = _cycle.get() or make(subsettings_var.get(), cause, (handler,))  # outside a cycle: daemons
+    cycle = _cycle.get() or make(subsettings_var.get(), cause, (handler,))  # no cycle: see current
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or {}).get("uid", ""))

@@ -131,7 +131,7 @@ class Patch:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> KopfOutcome:
         plugins = self.plugins
-        context = cycle.current()  # None outside a cycle (daemons, timers): made only when needed
+        context = cycle.current()  # None without a cycle (see cycle.current): made only when needed
         handler_id = str(handler.id)
         if state.message is not None and cycle.is_parked(state, cycle.RETAINED_ONLY):  # only a retained one is released
             context = context or cycle.make(settings, cause, (handler,))

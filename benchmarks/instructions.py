@@ -1,0 +1,92 @@
+"""
+The overhead scenario counted in CPU instructions instead of timed: deterministic where time is
+not (on a shared machine, a timed ratio moves by more than the 5% a target allows).
+
+Each side (stock Kopf, the floor, ours with the built-ins only, ours with 5 observers; the
+subjects of :mod:`.overhead`) runs in its own process under valgrind's callgrind, twice: with
+the warm-up runs only, and with ``calls`` runs more. The difference, divided by ``calls``, is
+the instructions of one run, without the interpreter's start-up and the imports. Needs
+``valgrind`` (Debian: ``apt-get install valgrind``); a process runs about 50 times slower under
+it, so the count takes minutes (2 in the quick run, 5 in the full one).
+
+Instructions are not time: a run that misses caches or branches more costs more time per
+instruction. The count tells what the code adds; the timed scenario tells what it costs.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import kopf_outcomes
+from benchmarks import overhead
+from benchmarks.common import ROOT, ratio, say
+
+SIDES = ("stock", "floor", "builtins_only", "five_observers")
+ENTRIES = ("handler", "cycle")
+WARM_CALLS = 50
+_COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
+
+
+def run(*, quick: bool) -> dict[str, Any]:
+    """Instructions per async run (and per cycle, in the full run) of every side; skipped,
+    with the reason in the report, where valgrind is not installed."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return {"skipped": "valgrind is not installed (Debian: apt-get install valgrind)"}
+    calls = 200 if quick else 1000
+    entries = ENTRIES[:1] if quick else ENTRIES
+    report: dict[str, Any] = {"params": {"calls": calls, "warm_calls": WARM_CALLS, "kind": "async",
+                                         "tool": "valgrind --tool=callgrind"}}
+    for entry in entries:
+        say(f"instructions: per {entry}, {len(SIDES) * 2} processes under callgrind ({calls} calls)")
+        report[entry] = count("async", entry, calls, valgrind)
+    return report
+
+
+def count(kind: str, entry: str, calls: int, valgrind: str) -> dict[str, Any]:
+    """Instructions per run of every side, and each side's ratio to stock's."""
+    jobs = [(side, n) for side in SIDES for n in (0, calls)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # a process each: two at a time on two CPUs
+        totals = dict(zip(jobs, pool.map(lambda job: _collected(valgrind, job[0], job[1], kind, entry), jobs),
+                          strict=True))
+    per_run = {side: (totals[side, calls] - totals[side, 0]) / calls for side in SIDES}
+    return {side: {"instructions": round(value), "ratio": ratio(value, per_run["stock"])}
+            for side, value in per_run.items()}
+
+
+def _collected(valgrind: str, side: str, calls: int, kind: str, entry: str) -> int:
+    command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+               sys.executable, "-m", "benchmarks.instructions", side, str(calls), kind, entry]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind of {side} ({calls} calls) failed: {done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+async def _runs(side: str, calls: int, kind: str, entry: str) -> None:
+    """The child: ``calls`` runs of one side, after the same warm-up as every other count."""
+    subject = overhead.Subject(overhead.HANDLERS[kind])
+    drain, restore = overhead.logging_as_kopf_run()
+    kopf_outcomes.uninstall()
+    if side == "floor":
+        overhead.Floor().attach()
+    elif side != "stock":
+        kopf_outcomes.install(plugins=overhead.PLUGIN_SETS[side](), entry_points=False)
+    try:
+        await subject.run(WARM_CALLS, entry)
+        if calls:
+            await subject.run(calls, entry)
+    finally:
+        drain()
+        restore()
+
+
+if __name__ == "__main__":
+    side_, calls_, kind_, entry_ = sys.argv[1:5]
+    asyncio.run(_runs(side_, int(calls_), kind_, entry_))

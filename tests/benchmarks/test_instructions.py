@@ -1,0 +1,50 @@
+"""The instruction count's arithmetic, its skip without valgrind, and its rows in the table."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks import instructions, report
+
+# Total instructions of a process: a start-up cost, plus a per-run cost per side.
+START_UP = 2_600_000_000
+PER_RUN = {"stock": 300_000, "floor": 306_000, "builtins_only": 315_000, "five_observers": 336_000}
+
+
+def fake_collected(valgrind: str, side: str, calls: int, kind: str, entry: str) -> int:
+    return START_UP + PER_RUN[side] * (calls + instructions.WARM_CALLS)
+
+
+def test_the_count_of_a_run_is_the_difference_of_two_processes_divided_by_the_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(instructions, "_collected", fake_collected)
+    counted = instructions.count("async", "handler", 1000, "/usr/bin/valgrind")
+    assert {side: row["instructions"] for side, row in counted.items()} == PER_RUN
+    assert counted["five_observers"]["ratio"] == pytest.approx(1.12)
+    assert counted["stock"]["ratio"] == pytest.approx(1.0)
+
+
+def test_without_valgrind_the_scenario_is_skipped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
+    counted = instructions.run(quick=True)
+    assert counted == {"skipped": "valgrind is not installed (Debian: apt-get install valgrind)"}
+    assert "not counted: valgrind is not installed" in report.markdown(_report(counted))
+
+
+def test_the_quick_run_counts_runs_only_and_the_full_run_cycles_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: "/usr/bin/valgrind")
+    monkeypatch.setattr(instructions, "_collected", fake_collected)
+    quick, full = instructions.run(quick=True), instructions.run(quick=False)
+    assert ("handler" in quick, "cycle" in quick) == (True, False)
+    assert ("handler" in full, "cycle" in full) == (True, True)
+    table = report.markdown(_report(full))
+    assert "| Instructions per handler run (callgrind) | async handler, 5 observer plugins | 300,000 | 336,000 " \
+           "| 1.120× |" in table
+    assert "| Instructions per reaction cycle (1 handler) (callgrind) | async handler, the floor " in table
+
+
+def _report(counted: dict[str, Any]) -> dict[str, Any]:
+    machine = {"nproc": 2, "cpu_model": "x", "memory_gib": 1, "python": "3", "kopf": "1",
+               "kopf_outcomes": "0", "git_commit": "abc"}
+    return {"meta": {"mode": "quick", "date": "today", "machine": machine}, "instructions": counted}
