@@ -7,7 +7,7 @@ subjects of :mod:`.overhead`) runs in its own process under valgrind's callgrind
 the warm-up runs only, and with ``calls`` runs more. The difference, divided by ``calls``, is
 the instructions of one run, without the interpreter's start-up and the imports. Needs
 ``valgrind`` (Debian: ``apt-get install valgrind``); a process runs about 50 times slower under
-it, so the count takes minutes (2 in the quick run, 5 in the full one).
+it, so the count takes minutes (about 2 in the quick run, 4 in the full one).
 
 Instructions are not time: a run that misses caches or branches more costs more time per
 instruction. The count tells what the code adds; the timed scenario tells what it costs.
@@ -15,6 +15,7 @@ instruction. The count tells what the code adds; the timed scenario tells what i
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from benchmarks.common import ROOT, ratio, say
 SIDES = ("stock", "floor", "builtins_only", "five_observers")
 ENTRIES = ("handler", "cycle")
 WARM_CALLS = 50
+CHILD_TIMEOUT = 900  # seconds: a process takes about 40 under callgrind
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
@@ -62,10 +64,19 @@ def count(kind: str, entry: str, calls: int, valgrind: str) -> dict[str, Any]:
 def _collected(valgrind: str, side: str, calls: int, kind: str, entry: str) -> int:
     command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
                sys.executable, "-m", "benchmarks.instructions", side, str(calls), kind, entry]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind of {side} ({calls} calls) failed: {done.stderr[-2000:]}")
+    # The same hash seed in every process (set iteration and dict probing follow it); no
+    # VALGRIND_OPTS of the caller's (its -q would hide the total).
+    env = {key: value for key, value in os.environ.items() if key != "VALGRIND_OPTS"} | {"PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+                          timeout=CHILD_TIMEOUT)
+    return collected_total(done.stderr, f"callgrind of {side} ({calls} calls, exit code {done.returncode})")
+
+
+def collected_total(stderr: str, what: str) -> int:
+    """The instructions callgrind counted, from its summary on stderr."""
+    found = _COLLECTED.search(stderr)
+    if found is None:
+        raise RuntimeError(f"{what}: no 'Collected :' line in its output: {stderr[-2000:]}")
     return int(found.group(1))
 
 
@@ -74,15 +85,17 @@ async def _runs(side: str, calls: int, kind: str, entry: str) -> None:
     subject = overhead.Subject(overhead.HANDLERS[kind])
     drain, restore = overhead.logging_as_kopf_run()
     kopf_outcomes.uninstall()
+    floor = overhead.Floor()
     if side == "floor":
-        overhead.Floor().attach()
+        floor.attach()
     elif side != "stock":
         kopf_outcomes.install(plugins=overhead.PLUGIN_SETS[side](), entry_points=False)
     try:
         await subject.run(WARM_CALLS, entry)
-        if calls:
-            await subject.run(calls, entry)
+        await subject.run(calls, entry)  # with 0 too: each run() has its own warm-up calls
     finally:
+        floor.detach()
+        kopf_outcomes.uninstall()
         drain()
         restore()
 

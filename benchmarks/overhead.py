@@ -155,9 +155,8 @@ def logging_as_kopf_run() -> tuple[Callable[[], None], Callable[[], None]]:
     saved = (list(root.handlers), root.level)
     loggers.configure()
     devnull = open(os.devnull, "w")  # noqa: SIM115 — closed by restore()
-    for handler in root.handlers:
-        if isinstance(handler, logging.StreamHandler):
-            handler.setStream(devnull)
+    streams = [(handler, handler.setStream(devnull)) for handler in root.handlers
+               if isinstance(handler, logging.StreamHandler)]
     queue: asyncio.Queue[Any] = asyncio.Queue()
     posting.event_queue_var.set(queue)
     posting.event_queue_loop_var.set(asyncio.get_running_loop())
@@ -167,6 +166,9 @@ def logging_as_kopf_run() -> tuple[Callable[[], None], Callable[[], None]]:
             queue.get_nowait()
 
     def restore() -> None:
+        for handler, stream in streams:  # a handler kept from before (pytest's) gets its own back
+            if stream is not None:
+                handler.setStream(stream)
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
         devnull.close()

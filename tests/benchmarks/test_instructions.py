@@ -1,11 +1,12 @@
 """The instruction count's arithmetic, its skip without valgrind, and its rows in the table."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from benchmarks import instructions, report
+from benchmarks import instructions, overhead, report
 
 # Total instructions of a process: a start-up cost, plus a per-run cost per side.
 START_UP = 2_600_000_000
@@ -13,7 +14,8 @@ PER_RUN = {"stock": 300_000, "floor": 306_000, "builtins_only": 315_000, "five_o
 
 
 def fake_collected(valgrind: str, side: str, calls: int, kind: str, entry: str) -> int:
-    return START_UP + PER_RUN[side] * (calls + instructions.WARM_CALLS)
+    runs = instructions.WARM_CALLS + calls + 2 * overhead.WARM_CALLS  # as the child runs them
+    return START_UP + PER_RUN[side] * runs
 
 
 def test_the_count_of_a_run_is_the_difference_of_two_processes_divided_by_the_calls(
@@ -42,6 +44,26 @@ def test_the_quick_run_counts_runs_only_and_the_full_run_cycles_too(monkeypatch:
     assert "| Instructions per handler run (callgrind) | async handler, 5 observer plugins | 300,000 | 336,000 " \
            "| 1.120× |" in table
     assert "| Instructions per reaction cycle (1 handler) (callgrind) | async handler, the floor " in table
+
+
+@pytest.mark.parametrize("entry", instructions.ENTRIES)
+@pytest.mark.parametrize("side", instructions.SIDES)
+def test_the_child_runs_every_side_and_leaves_kopf_as_it_found_it(side: str, entry: str) -> None:
+    """What callgrind runs: here without it, 2 calls, every side and entry."""
+    from kopf._core.actions import execution
+
+    import kopf_outcomes
+
+    before = (execution.execute_handler_once, execution.invoke_handler, kopf_outcomes.is_installed())
+    asyncio.run(instructions._runs(side, 2, "async", entry))
+    assert (execution.execute_handler_once, execution.invoke_handler, kopf_outcomes.is_installed()) == before
+
+
+def test_the_total_is_read_from_callgrinds_summary_and_its_absence_is_an_error() -> None:
+    stderr = "==123== Events    : Ir\n==123== Collected : 2601180331\n==123==\n==123== I   refs:      2,601,180,331\n"
+    assert instructions.collected_total(stderr, "stock") == 2601180331
+    with pytest.raises(RuntimeError, match="stock: no 'Collected :' line"):
+        instructions.collected_total("valgrind: failed to start tool 'callgrind'", "stock")
 
 
 def _report(counted: dict[str, Any]) -> dict[str, Any]:
