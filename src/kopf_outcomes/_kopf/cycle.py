@@ -144,7 +144,7 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
 
 def has_memory(cause: Cause, settings: OperatorSettings) -> bool:
     """Whether the object has this operator's memory at all, without reading it: outside of a
-    cycle, where nothing has read it yet."""
+    cycle, where nothing has read it yet (the keys as ``keys_of`` finds them, without its call)."""
     body: Mapping[str, Any] | None = getattr(cause, "body", None)
     return body is not None and memory.present(raw_of(body), _keys(settings.persistence.finalizer))
 
