@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import HandlerOptions
@@ -28,15 +28,20 @@ class ResourceRef:
         return f"{self.plural}.{self.version}.{self.group}" if self.group else f"{self.plural}.{self.version}"
 
 
-class HandlerRun(NamedTuple):
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class HandlerRun:
     """
-    One run of one handler, as hooks see it: read-only (a named tuple: built on every observed
-    run, it must be cheap — a frozen dataclass cost twice as much there).
+    One run of one handler, as hooks see it: read-only.
 
     ``reason`` is Kopf's cause reason ("create", "update", "delete", "resume", ...) for
     change handlers, and None for daemons, timers, activities and other handler kinds.
     ``retry`` counts the previous runs, as Kopf's own ``retry`` kwarg does.
+    ``runtime`` is the seconds since the handler first started, as Kopf counts them.
     ``previous`` is what this handler's memory said before this run (None when nothing).
+
+    The runs that hooks get read their fields from Kopf's objects when a hook asks: most
+    observers read few of them. ``_asdict()`` and ``_replace()`` remain from the named tuple
+    that HandlerRun was; a run is no longer a tuple (no indexing, no unpacking).
     """
 
     handler_id: str
@@ -52,6 +57,20 @@ class HandlerRun(NamedTuple):
     # What stock Kopf would do with an arbitrary exception, for the built-in classification.
     errors_mode: str = "TEMPORARY"
     backoff: float = 60.0
+
+    def _asdict(self) -> dict[str, Any]:
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(HandlerRun)}
+
+    def _replace(self, **changes: Any) -> HandlerRun:
+        return dataclasses.replace(self, **changes)
+
+    def __eq__(self, other: object) -> bool:  # by the fields, however each run reads them
+        if not isinstance(other, HandlerRun):
+            return NotImplemented
+        return self._asdict() == other._asdict()
+
+    def __repr__(self) -> str:
+        return f"HandlerRun({', '.join(f'{name}={value!r}' for name, value in self._asdict().items())})"
 
 
 @dataclasses.dataclass

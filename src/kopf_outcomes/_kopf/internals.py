@@ -7,6 +7,7 @@ so that an operator on an untested Kopf fails loudly at start instead of misbeha
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import os
 from collections.abc import Mapping
@@ -92,10 +93,15 @@ def raw_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def runtime_of(state: HandlerState) -> float:
     """Kopf's ``state.runtime`` in seconds, computed in floats (its datetime arithmetic costs
-    about a microsecond, on every observed run)."""
+    about a microsecond, on every observed run); by the wall clock outside the operator's loop
+    (a hook may keep a run and read it later)."""
     try:
-        basetime, started = state.basetime, state.started
         loop_time = asyncio.get_running_loop().time()
-        return (basetime - started).total_seconds() + loop_time
-    except (AttributeError, TypeError, RuntimeError):
+    except RuntimeError:
+        started = state.started
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return ((now if started.tzinfo is not None else now.replace(tzinfo=None)) - started).total_seconds()
+    try:
+        return (state.basetime - state.started).total_seconds() + loop_time
+    except (AttributeError, TypeError):
         return state.runtime.total_seconds()

@@ -1,13 +1,23 @@
-"""The read-only :class:`~kopf_outcomes.HandlerRun` that hooks see, built from Kopf's objects."""
+"""The read-only :class:`~kopf_outcomes.HandlerRun` that hooks see, read from Kopf's objects."""
 from __future__ import annotations
 
 import contextvars
 import enum
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf.internals import Cause, ErrorsMode, Handler, OperatorSettings, default_backoff, raw_of
+from kopf_outcomes._kopf.internals import (
+    Cause,
+    ErrorsMode,
+    Handler,
+    HandlerState,
+    OperatorSettings,
+    default_backoff,
+    raw_of,
+    runtime_of,
+)
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, declared
@@ -72,25 +82,111 @@ def _reason_value(reason: object) -> str | None:
     return value
 
 
-def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, runtime: float,
+class _Sources(NamedTuple):
+    """What a :class:`KopfRun` reads its fields from; read now what would change later."""
+
+    handler: Handler
+    cause: Cause
+    retry: int
+    runtime: float | HandlerState  # a handler's progress: its runtime is read when a hook asks
+    settings: OperatorSettings
+    previous: MemoryRecord | None
+    errors: ErrorsMode  # the caller's, as it is during the run
+    options: HandlerOptions  # read now: a failing options plugin is then logged once per run
+
+
+class KopfRun(HandlerRun):
+    """
+    A :class:`HandlerRun` that reads each field from Kopf's objects when a hook asks for it.
+    Built on every observed run: built whole, a run cost five trivial observers a fifth of
+    Kopf's own handler run, and most observers read few of its fields (benchmarks README).
+    """
+
+    __slots__ = ("_sources", "_runtime")
+    _sources: _Sources
+    _runtime: float
+
+    def __new__(cls, *args: Any, **fields: Any) -> HandlerRun:  # type: ignore[misc]
+        """Only ``build()`` makes these: ``dataclasses.replace()`` gets a plain HandlerRun."""
+        return HandlerRun(*args, **fields)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle is a plain HandlerRun too
+        return HandlerRun, tuple(self._asdict().values())
+
+    @property
+    def handler_id(self) -> str:
+        return str(self._sources.handler.id)
+
+    @property
+    def reason(self) -> str | None:
+        reason = getattr(self._sources.cause, "reason", None)
+        return _values.get(id(reason)) or _reason_value(reason)
+
+    @property
+    def resource(self) -> ResourceRef | None:
+        return resource_of(self._sources.cause)
+
+    @property
+    def body(self) -> Mapping[str, Any] | None:
+        return body_of(self._sources.cause)
+
+    @property
+    def retry(self) -> int:
+        return self._sources.retry
+
+    @property
+    def runtime(self) -> float:
+        """Read once, at the first hook that asks (Kopf's runtime moves on while hooks run)."""
+        try:
+            return self._runtime
+        except AttributeError:
+            source = self._sources.runtime
+            runtime = source if isinstance(source, float) else runtime_of(source)
+            _set_runtime(self, runtime)
+            return runtime
+
+    @property
+    def deleting(self) -> bool:
+        body = body_of(self._sources.cause)
+        metadata = raw_of(body).get("metadata") if body is not None else None
+        return bool(metadata and metadata.get("deletionTimestamp"))
+
+    @property
+    def options(self) -> HandlerOptions:
+        return self._sources.options
+
+    @property
+    def logger(self) -> logging.Logger | logging.LoggerAdapter[Any]:
+        return self._sources.cause.logger
+
+    @property
+    def previous(self) -> MemoryRecord | None:
+        return self._sources.previous
+
+    @property
+    def errors_mode(self) -> str:
+        errors = self._sources.errors
+        return _names.get(id(errors)) or errors.name
+
+    @property
+    def backoff(self) -> float:
+        handler = self._sources.handler
+        return float(handler.backoff if handler.backoff is not None else default_backoff(self._sources.settings))
+
+
+_new = object.__new__
+_set_sources = KopfRun._sources.__set__  # type: ignore[attr-defined]  # the run is frozen to everyone else
+_set_runtime = KopfRun._runtime.__set__  # type: ignore[attr-defined]
+
+
+def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, runtime: float | HandlerState,
           settings: OperatorSettings, previous: MemoryRecord | None) -> HandlerRun:
-    """The run as hooks see it; built on every observed run, so every part of it is cheap."""
-    body: Mapping[str, Any] | None = getattr(cause, "body", None)
-    metadata = raw_of(body).get("metadata") if body is not None else None
-    errors = handler.errors if handler.errors is not None else default_errors.get(_TEMPORARY)
-    backoff = handler.backoff if handler.backoff is not None else default_backoff(settings)
-    reason = getattr(cause, "reason", None)
-    return tuple.__new__(HandlerRun, (  # a named tuple's own __new__ is one Python call more
-        str(handler.id),
-        _values.get(id(reason)) or _reason_value(reason),
-        resource_of(cause),
-        body,
-        retry,
-        runtime,
-        bool(metadata and metadata.get("deletionTimestamp")),
+    """The run as hooks see it. Built on every observed run: only what would change later is read
+    now (``runtime``, a handler's progress, is read when a hook asks)."""
+    run = _new(KopfRun)
+    _set_sources(run, tuple.__new__(_Sources, (  # a named tuple's own __new__ is one Python call more
+        handler, cause, retry, runtime, settings, previous,
+        handler.errors if handler.errors is not None else default_errors.get(_TEMPORARY),
         options_of(plugins, handler, cause) if plugins.provides_options or declared else NO_OPTIONS,
-        cause.logger,
-        previous,
-        _names.get(id(errors)) or errors.name,
-        float(backoff),
-    ))
+    )))
+    return run

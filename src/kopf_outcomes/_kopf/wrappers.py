@@ -38,7 +38,6 @@ from kopf_outcomes._kopf.internals import (
     no_extra_context,
     progress_of,
     queueing,
-    runtime_of,
 )
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
@@ -158,13 +157,13 @@ class Patch:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
             keys = context.keys if context is not None else cycle.keys_of(settings)
-            run = runs.build(plugins, handler, cause, state.retries, runtime_of(state), settings, None)
+            run = runs.build(plugins, handler, cause, state.retries, state, settings, None)
             return translation.tell(plugins, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
         context = context or cycle.make(settings, cause, (handler,))
         record = cycle.record_of(context, handler_id, state)
         if record is None and not remember and not plugins.observed:
             return outcome
-        run = runs.build(plugins, handler, cause, state.retries, runtime_of(state), settings, record)
+        run = runs.build(plugins, handler, cause, state.retries, state, settings, record)
         return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
 
     def _release(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
@@ -172,7 +171,7 @@ class Patch:
         """A retained finalizer, released by the annotation a person set (the wake-up checked it)."""
         cause.logger.warning(f"{handler} is released by the annotation {context.keys.release!r}; "
                              f"the finalizer is no longer retained.")
-        run = runs.build(self.plugins, handler, cause, state.retries, runtime_of(state), settings, record)
+        run = runs.build(self.plugins, handler, cause, state.retries, state, settings, record)
         return translation.conclude(self.plugins, context, run, handler, cause,
                                     Fatal(record["reason"], on_delete="release"),
                                     KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))
