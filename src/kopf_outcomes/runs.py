@@ -39,9 +39,11 @@ class HandlerRun:
     ``runtime`` is the seconds since the handler first started, as Kopf counts them.
     ``previous`` is what this handler's memory said before this run (None when nothing).
 
-    The runs that hooks get read their fields from Kopf's objects when a hook asks: most
-    observers read few of them. ``_asdict()`` and ``_replace()`` remain from the named tuple
-    that HandlerRun was; a run is no longer a tuple (no indexing, no unpacking).
+    The runs that hooks get read their fields from Kopf's objects when a hook asks (most
+    observers read few of them): read what you need inside the hook, as a run kept for later
+    reads ``runtime`` and ``deleting`` later. ``_asdict()`` and ``_replace()`` remain from the
+    named tuple that HandlerRun was; a run is no longer a tuple (no indexing, no unpacking, no
+    hashing).
     """
 
     handler_id: str

@@ -67,6 +67,12 @@ async def test_a_run_is_read_only(logger: logging.Logger) -> None:
     run = build(logger)
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.retry = 3  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run._runtime = 7.0  # type: ignore[attr-defined]  # what later hooks would read
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.extra = 1  # type: ignore[attr-defined]  # a plain run refuses it too
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del run._sources  # type: ignore[attr-defined]
 
 
 async def test_replaced_and_copied_runs_are_plain_runs_with_the_same_fields(logger: logging.Logger) -> None:

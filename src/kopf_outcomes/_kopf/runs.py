@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import enum
 import logging
 from collections.abc import Mapping
@@ -112,6 +113,12 @@ class KopfRun(HandlerRun):
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle is a plain HandlerRun too
         return HandlerRun, tuple(self._asdict().values())
+
+    def __setattr__(self, name: str, value: object) -> None:  # read-only to hooks, as a plain run is
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
     @property
     def handler_id(self) -> str:
