@@ -154,8 +154,8 @@ class KopfRun(HandlerRun):
 
     @property
     def deleting(self) -> bool:
-        body = body_of(self._sources.cause)
-        metadata = raw_of(body).get("metadata") if body is not None else None
+        body = raw_body_of(self._sources.cause)
+        metadata = body.get("metadata") if body is not None else None
         return bool(metadata and metadata.get("deletionTimestamp"))
 
     @property
