@@ -20,6 +20,7 @@ from kopf_outcomes.errors import (
 )
 from kopf_outcomes.hookspecs import hookimpl
 from kopf_outcomes.installation import install, is_installed, plugin_manager, recall, uninstall
+from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryRecord
 from kopf_outcomes.options import HandlerOptions, handler_options
@@ -31,6 +32,7 @@ __all__ = [
     "Fatal",
     "HandlerOptions",
     "HandlerRun",
+    "Kind",
     "KopfOutcomesError",
     "Memory",
     "MemoryRecord",

@@ -13,7 +13,6 @@ from typing import NamedTuple
 import kopf
 
 from kopf_outcomes import hookspecs
-from kopf_outcomes.options import retains_on_delete
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
 
@@ -53,9 +52,7 @@ def read_exception(run: HandlerRun, exception: BaseException) -> Reading:
     if isinstance(exception, kopf.TemporaryError):
         return Reading(Retry(message, delay=exception.delay or 0, level=logging.ERROR), True)
     if isinstance(exception, kopf.PermanentError):
-        if retains_on_delete(run.reason, None, run.options):
-            return Reading(Fatal(message, on_delete="retain"), False)  # the handler's own option
-        return Reading(Fatal(message), True)
+        return Reading(Fatal(message), True)  # "retain" is the finalizer guard's, on every path
     if run.errors_mode == "IGNORED":
         return Reading(Success(), True)
     if run.errors_mode == "PERMANENT":

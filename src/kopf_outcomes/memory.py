@@ -179,11 +179,15 @@ def _seconds(value: object) -> bool:
     return True
 
 
+def stored_reason(reason: str) -> str:
+    """The reason as the memory keeps it: bounded (a longer one ends with a mark)."""
+    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON - len(TRUNCATED)] + TRUNCATED
+
+
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
            parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
-    if len(reason) > MAX_REASON:
-        reason = reason[:MAX_REASON - len(TRUNCATED)] + TRUNCATED
+    reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
             and previous.get("recheck") == recheck)
     since = previous.get("since") if same and previous is not None else None

@@ -92,9 +92,3 @@ def options_of(fn: object) -> HandlerOptions | None:
     """The options attached to a handler function, if any."""
     options = getattr(fn, _ATTRIBUTE, None)
     return options if options.__class__ is HandlerOptions else None
-
-
-def retains_on_delete(reason: str | None, outcome_on_delete: FatalOnDelete | None,
-                      options: HandlerOptions) -> bool:
-    """The one rule for "retain on delete": the outcome's own choice, else the options', else release."""
-    return reason == "delete" and (outcome_on_delete or options.fatal_on_delete or "release") == "retain"

@@ -38,6 +38,7 @@ class HandlerRun:
     ``retry`` counts the previous runs, as Kopf's own ``retry`` kwarg does.
     ``runtime`` is the seconds since the handler first started, as Kopf counts them.
     ``previous`` is what this handler's memory said before this run (None when nothing).
+    ``kind`` is the handler's :class:`~kopf_outcomes.Kind`: what each outcome means depends on it.
 
     The runs that hooks get read their fields from Kopf's objects when a hook asks (most
     observers read few of them): read what you need inside the hook, as a run kept for later
@@ -59,6 +60,8 @@ class HandlerRun:
     # What stock Kopf would do with an arbitrary exception, for the built-in classification.
     errors_mode: str = "TEMPORARY"
     backoff: float = 60.0
+    # The handler's kind (kopf_outcomes.Kind, a string too): "change", "sub-handler", "timer", ...
+    kind: str = "change"
 
     def _asdict(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(HandlerRun)}

@@ -124,11 +124,12 @@ def test_explicit_completion_off_leaves_booleans_to_kopf() -> None:
     assert engine.decide(Plugins(), run, result=False) is None
 
 
-def test_permanent_error_on_delete_with_retain_option_is_ours() -> None:
+def test_permanent_error_on_delete_with_retain_option_is_left_to_kopf_and_the_guard() -> None:
+    """The engine restates no finalizer rule: the guard at the Kopf boundary retains Kopf's own
+    final failures (tests/unit/test_guard.py), so the engine leaves a PermanentError stock."""
     retain = HandlerOptions(fatal_on_delete="retain")
     deleting = make_run(options=retain, reason="delete")
-    outcome = engine.decide(Plugins(), deleting, exception=kopf.PermanentError("gone wrong"))
-    assert outcome == Fatal("gone wrong", on_delete="retain")
+    assert engine.decide(Plugins(), deleting, exception=kopf.PermanentError("gone wrong")) is None
     # Not on deletion, and not without the option: stock.
     updating = make_run(options=retain, reason="update")
     assert engine.decide(Plugins(), updating, exception=kopf.PermanentError("x")) is None

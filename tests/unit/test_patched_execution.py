@@ -31,7 +31,7 @@ from kopf_outcomes import (
     memory,
 )
 from kopf_outcomes._kopf import cycle
-from kopf_outcomes._kopf.cycle import PARKED_DELAY, PARKED_MARK, RETAINED_MARK
+from kopf_outcomes._kopf.marks import PARKED_DELAY, PARKED_MARK, RETAINED_MARK
 from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
 from tests.unit.conftest import Collector
@@ -828,5 +828,5 @@ async def test_observers_get_every_field_of_the_run_in_its_place(
     assert fields == {
         "handler_id": "h", "reason": "delete", "resource": kopf_outcomes.ResourceRef("kopf.dev", "v1", "kopfexamples"),
         "retry": 0, "deleting": True, "options": kopf_outcomes.HandlerOptions(), "logger": cause.logger,
-        "previous": None, "errors_mode": "TEMPORARY", "backoff": 7.0,
+        "previous": None, "errors_mode": "TEMPORARY", "backoff": 7.0, "kind": "change",
     }

@@ -12,7 +12,7 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import Pending, Retry, handler_options, memory
-from kopf_outcomes._kopf.cycle import PARKED_DELAY
+from kopf_outcomes._kopf.marks import PARKED_DELAY
 from kopf_outcomes.memory import MEMORY_ANNOTATION
 from tests.unit.conftest import Collector
 from tests.unit.kopf_objects import Reason, changing_cause, handler, parked_state, run_handlers

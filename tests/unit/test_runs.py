@@ -14,6 +14,7 @@ import pytest
 from kopf_outcomes import HandlerOptions, HandlerRun, ResourceRef
 from kopf_outcomes._kopf import runs
 from kopf_outcomes._kopf.internals import runtime_of
+from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from tests.unit.kopf_objects import changing_cause, handler, state_for
 
@@ -28,7 +29,7 @@ PREVIOUS: Any = {"outcome": "pending", "reason": "waiting", "digest": "d"}
 def build(logger: logging.Logger, **handler_options: Any) -> HandlerRun:
     the_handler = handler(lambda **_: None, **handler_options)
     state = state_for([the_handler])[the_handler.id]
-    return runs.build(PluginManager(), the_handler, changing_cause(BODY, logger), 2, state,
+    return runs.build(PluginManager(), Kind.CHANGE, the_handler, changing_cause(BODY, logger), 2, state,
                       kopf.OperatorSettings(), PREVIOUS)
 
 

@@ -15,8 +15,6 @@ import functools
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
-import kopf
-
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf import requeue
 from kopf_outcomes._kopf.internals import (
@@ -29,50 +27,33 @@ from kopf_outcomes._kopf.internals import (
     State,
     cause_var,
     handler_var,
+    kind_of,
     progress_of,
     raw_of,
     subsettings_var,
 )
+from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK, Parked, Rechecking
 from kopf_outcomes._kopf.runs import body_of, options_of, raw_body_of, resource_of
 from kopf_outcomes.errors import NotInstalledError
+from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
-
-PARKED_DELAY = 10 * 365 * 24 * 3600.0  # ten years: "until something changes"
-PARKED_MARK = " [parked by kopf-outcomes]"
-RETAINED_MARK = " [finalizer retained by kopf-outcomes]"  # parked too, but released only by a person
-
-
-class Parked(Exception):
-    """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
-
-    mark = PARKED_MARK
-
-    def __str__(self) -> str:
-        return f"{self.args[0]}{self.mark}"
-
-
-class Retained(Parked):
-    """A parked handler whose finalizer is retained after a Fatal outcome, marked as such."""
-
-    mark = RETAINED_MARK
-
-
-class Rechecking(kopf.TemporaryError):
-    """A Pending with a recheck, as Kopf sees it; ``quiet`` when it concluded as before."""
-
-    quiet = False
+from kopf_outcomes.outcomes import Pending
 
 
 class Cycle(NamedTuple):
-    """One reaction cycle of one object: its memory, read once, and its handlers, whose results
-    in ``status`` are the operator's own writes (their ids are collected only for a digest).
-    A named tuple: cheap to make, also for a handler run that no cycle started (see ``current``)."""
+    """One reaction cycle of one object: the kind of its handlers (decided once, here), its
+    memory, read once (only kinds whose progress Kopf persists have one), and its handlers,
+    whose results in ``status`` are the operator's own writes (their ids are collected only for
+    a digest). A named tuple: cheap to make, also for a handler run that no cycle started."""
 
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
     handlers: Collection[Handler]
     state: State | None
+    kind: Kind
+    # Parents whose unfinished sub-handlers all wait for us: what the parent then waits for.
+    children: dict[str, Pending]
 
     @property
     def handler_ids(self) -> set[str]:
@@ -98,11 +79,17 @@ def keys_of(settings: OperatorSettings) -> MemoryKeys:
 
 def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
          state: State | None = None) -> Cycle:
-    """The context of a cycle, with the object's memory read once."""
+    """The context of a cycle: the handlers' kind decided, the object's memory read once."""
     keys = keys_of(settings)
-    body = raw_body_of(cause)
+    kind = kind_of(cause, next(iter(handlers), None))
+    body = raw_body_of(cause) if kind.persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
-    return tuple.__new__(Cycle, (keys, records, handlers, state))  # a named tuple's __new__ is a Python call
+    return tuple.__new__(Cycle, (keys, records, handlers, state, kind, {}))  # a named tuple's __new__ is a Python call
+
+
+def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
+    """The current cycle, or one made for this handler alone (see ``current``)."""
+    return _cycle.get() or make(settings, cause, (handler,))
 
 
 def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
@@ -157,9 +144,19 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
     body = raw_body_of(cause)
     if found["outcome"] == "retained":
         return body is not None and memory.release_requested(body, str(handler.id), cycle.keys)
+    if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
+        return True  # our annotations are in no state: a release must wake the parent itself
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
     return found["digest"] != digest(plugins, cycle, handler, cause)
+
+
+def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
+    """Whether a person released a retained sub-handler of this parent (of any depth)."""
+    prefix = f"{parent_id}/"
+    return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
+               and memory.release_requested(body, handler_id, cycle.keys)
+               for handler_id, record in cycle.records.items())
 
 
 def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
@@ -270,7 +267,7 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     if body is None or plugins is None:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
                                 "with kopf_outcomes.install() done")
-    cycle = _cycle.get() or make(subsettings_var.get(), cause, (handler,))  # no cycle: see current
+    cycle = of(subsettings_var.get(), cause, handler)
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or {}).get("uid", ""))

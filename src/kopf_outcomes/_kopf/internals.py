@@ -33,17 +33,19 @@ from kopf._core.actions.execution import (
 from kopf._core.actions.execution import Outcome as KopfOutcome
 from kopf._core.actions.execution import Result as KopfResult
 from kopf._core.actions.progression import HandlerState
+from kopf._core.intents import causes, handlers
 from kopf._core.reactor import queueing
 
 from kopf_outcomes import misuse
 from kopf_outcomes.errors import UnsupportedKopfError
+from kopf_outcomes.kinds import Kind
 
 misuse.probe(lambda: handler_var.get(None) is not None)
 
 __all__ = [
     "SUPPORTED", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
-    "cause_var", "check_version", "default_backoff", "execution", "handler_var",
+    "cause_var", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
     "no_extra_context", "progress_of", "queueing", "raw_of", "runtime_of", "subsettings_var",
 ]
 
@@ -70,6 +72,34 @@ def check_version() -> str:
         return version
     raise UnsupportedKopfError(f"{problem}; pin kopf to a supported version, upgrade kopf-outcomes, "
                                f"or set {ALLOW_UNTESTED_ENV}=1 to try it at your own risk.")
+
+
+# Kopf's cause types, most specific first (a WebhookCause is a ResourceCause, and so on).
+_KINDS: tuple[tuple[type[Any], Kind], ...] = (
+    (causes.ChangingCause, Kind.CHANGE),
+    (causes.WebhookCause, Kind.WEBHOOK),
+    (causes.WatchingCause, Kind.EVENT),
+    (causes.IndexingCause, Kind.INDEX),
+    (causes.ActivityCause, Kind.ACTIVITY),
+)
+
+
+def kind_of(cause: Cause, first: Handler | None) -> Kind:
+    """
+    The kind of the handlers Kopf is about to run for this cause: decided here, once per
+    cycle, from Kopf's own types. Change handlers run while another handler runs (Kopf's
+    ``handler_var`` is set) are sub-handlers; daemons and timers share Kopf's ``DaemonCause``
+    and are told apart by the handler. An unknown cause is read as a change: the strictest
+    kind, which never releases more than stock Kopf does.
+    """
+    if isinstance(cause, causes.DaemonCause):
+        return Kind.TIMER if isinstance(first, handlers.TimerHandler) else Kind.DAEMON
+    for cause_type, kind in _KINDS:
+        if isinstance(cause, cause_type):
+            if kind is Kind.CHANGE and handler_var.get(None) is not None:
+                return Kind.SUBHANDLER
+            return kind
+    return Kind.CHANGE
 
 
 def default_backoff(settings: OperatorSettings) -> float:

@@ -19,6 +19,7 @@ from kopf_outcomes._kopf.internals import (
     raw_of,
     runtime_of,
 )
+from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, declared
@@ -94,6 +95,7 @@ class _Sources(NamedTuple):
     previous: MemoryRecord | None
     errors: ErrorsMode  # the caller's, as it is during the run
     options: HandlerOptions  # read now: a failing options plugin is then logged once per run
+    kind: Kind
 
 
 class KopfRun(HandlerRun):
@@ -176,6 +178,10 @@ class KopfRun(HandlerRun):
         return _names.get(id(errors)) or errors.name
 
     @property
+    def kind(self) -> str:
+        return self._sources.kind.value
+
+    @property
     def backoff(self) -> float:
         handler = self._sources.handler
         return float(handler.backoff if handler.backoff is not None else default_backoff(self._sources.settings))
@@ -186,8 +192,8 @@ _set_sources = KopfRun._sources.__set__  # type: ignore[attr-defined]  # the run
 _set_runtime = KopfRun._runtime.__set__  # type: ignore[attr-defined]
 
 
-def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, runtime: float | HandlerState,
-          settings: OperatorSettings, previous: MemoryRecord | None) -> HandlerRun:
+def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, retry: int,
+          runtime: float | HandlerState, settings: OperatorSettings, previous: MemoryRecord | None) -> HandlerRun:
     """The run as hooks see it. Built on every observed run: only what would change later is read
     now (``runtime``, a handler's progress, is read when a hook asks)."""
     run = _new(KopfRun)
@@ -195,5 +201,6 @@ def build(plugins: PluginManager, handler: Handler, cause: Cause, retry: int, ru
         handler, cause, retry, runtime, settings, previous,
         handler.errors if handler.errors is not None else default_errors.get(_TEMPORARY),
         options_of(plugins, handler, cause) if plugins.provides_options or declared else NO_OPTIONS,
+        kind,
     )))
     return run

@@ -13,52 +13,98 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf.cycle import PARKED_DELAY, Cycle, Parked, Rechecking, Retained, digest
+from kopf_outcomes._kopf.cycle import Cycle, digest
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
+from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
 from kopf_outcomes._kopf.runs import body_of
+from kopf_outcomes.finalizer import retains
+from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.memory import MemoryKeys, StoredOutcome
-from kopf_outcomes.options import retains_on_delete
+from kopf_outcomes.memory import StoredOutcome
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
-from kopf_outcomes.values import MAX_DELAY
+from kopf_outcomes.values import MAX_DELAY, FatalOnDelete
+
+_FOREIGN_PATCHES = frozenset({Kind.WEBHOOK, Kind.INDEX})
 
 
 def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outcome, handler: Handler,
             cause: Cause, state: HandlerState | None, subrefs: Collection[HandlerId] = ()) -> KopfOutcome:
-    """Log the decided outcome at its level and turn it into Kopf's outcome."""
+    """Log the decided outcome at its level and turn it into Kopf's outcome, as the kind's
+    row of the table (:mod:`kopf_outcomes.kinds`) says."""
     logger = cause.logger
-    if isinstance(outcome, Success):
-        logger.info(f"{handler} succeeded.", extra=fields(handler, "success"))
-        result = KopfOutcome(final=True, result=KopfResult(outcome.result))
-    elif isinstance(outcome, Pending):
-        previous = run.previous
-        same = previous is not None and previous["outcome"] == "pending" and previous["reason"] == outcome.reason
-        logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}",
-                   extra=fields(handler, "pending", outcome.reason, recheck=outcome.recheck))
-        if outcome.recheck is not None:
-            result = KopfOutcome(final=False, exception=Rechecking(outcome.reason), delay=outcome.recheck)
-        else:
-            result = KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
-    elif isinstance(outcome, Retry):
-        result = retry(handler, state, outcome, logger)
-    elif isinstance(outcome, Fatal) and retains_on_delete(run.reason, outcome.on_delete, run.options):
-        name = (run.body or {}).get("metadata", {}).get("name", "")
-        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}. The finalizer is "
-                                  f"retained; to release the object, annotate it: "
-                                  f"{cycle.keys.release}={handler.id} (object {name!r}).",
-                   extra=fields(handler, "retained", outcome.reason))
-        result = KopfOutcome(final=False, exception=Retained(outcome.reason), delay=PARKED_DELAY)
-    elif isinstance(outcome, Fatal):
-        logger.log(outcome.level, f"{handler} failed permanently: {outcome.reason}",
-                   extra=fields(handler, "fatal", outcome.reason))
-        result = KopfOutcome(final=True, exception=kopf.PermanentError(outcome.reason))
-    else:  # an Outcome subclass of a user's own making
+    effect = effect_of(cycle.kind, outcome)
+    if effect is Effect.RETRY and not isinstance(outcome, Retry):  # an Outcome subclass of a user's own making
         unknown = Retry(f"unknown outcome type {type(outcome).__name__}; expected Success, Pending, "
                         f"Retry or Fatal", delay=run.backoff, level=logging.ERROR)
         return realize(plugins, cycle, run, unknown, handler, cause, state, subrefs)
+    if isinstance(outcome, Success):
+        logger.info(f"{handler} succeeded.", extra=fields(handler, "success"))
+        result = KopfOutcome(final=True, result=KopfResult(outcome.result))
+    elif effect is Effect.REFUSE:
+        message = (f"{handler} returned {outcome!r}, which has no meaning in a handler of kind "
+                   f"{cycle.kind.value!r}: {REFUSALS[cycle.kind]}.")
+        logger.error(message, extra=fields(handler, "fatal", message))
+        result = KopfOutcome(final=True, exception=kopf.PermanentError(message))
+    elif effect is Effect.REJECT:  # the reason is the API server's answer: no marks of ours
+        reason = str(outcome)
+        logger.log(getattr(outcome, "level", logging.INFO), f"{handler} rejects the request: {reason}",
+                   extra=fields(handler, "fatal", reason))
+        result = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
+    elif isinstance(outcome, Pending):
+        result = pending(handler, run, outcome, effect, logger)
+    elif isinstance(outcome, Retry):
+        result = retry(handler, state, outcome, logger)
+        if result.final:  # retries= or timeout= exhausted: a final failure like any other
+            result = guard(cycle, run, handler, str(result.exception), logger) or result
+    else:
+        fatal = outcome if isinstance(outcome, Fatal) else Fatal(str(outcome))
+        result = guard(cycle, run, handler, fatal.reason, logger, on_delete=fatal.on_delete, level=fatal.level) \
+            or failed(handler, fatal, logger)
     result = dataclasses.replace(result, subrefs=subrefs)
     return conclude(plugins, cycle, run, handler, cause, outcome, result)
+
+
+def pending(handler: Handler, run: HandlerRun, outcome: Pending, effect: Effect,
+            logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
+    """INFO the first time, DEBUG while the same (compared as the memory stores a reason)."""
+    previous = run.previous
+    same = (previous is not None and previous["outcome"] == "pending"
+            and previous["reason"] == memory.stored_reason(outcome.reason))
+    logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}",
+               extra=fields(handler, "pending", outcome.reason, recheck=outcome.recheck))
+    if effect is Effect.PARK:
+        return KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
+    if effect is Effect.RECHECK:
+        return KopfOutcome(final=False, exception=Rechecking(outcome.reason), delay=outcome.recheck)
+    if effect is Effect.POLL:  # Kopf's in-memory retry of this kind: no memory, no requeue
+        return KopfOutcome(final=False, exception=Polling(outcome.reason), delay=outcome.recheck)
+    return KopfOutcome(final=True)  # SKIP: this tick is over; the timer ticks again at its interval
+
+
+def failed(handler: Handler, fatal: Fatal, logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
+    logger.log(fatal.level, f"{handler} failed permanently: {fatal.reason}",
+               extra=fields(handler, "fatal", fatal.reason))
+    return KopfOutcome(final=True, exception=kopf.PermanentError(fatal.reason))
+
+
+def guard(cycle: Cycle, run: HandlerRun, handler: Handler, reason: str,
+          logger: logging.Logger | logging.LoggerAdapter[Any], *,
+          on_delete: FatalOnDelete | None = None, level: int = logging.ERROR) -> KopfOutcome | None:
+    """
+    The finalizer guard: every final failure of a handler passes here, ours (``Fatal``, a
+    ``Retry`` past ``retries=``/``timeout=``) and stock Kopf's (``PermanentError``, retries or
+    timeout exhausted, ``errors=PERMANENT``). Where the rule (:func:`kopf_outcomes.finalizer.retains`)
+    keeps the finalizer, the handler is retained until a person releases the object; else None,
+    and the failure is final as in stock Kopf.
+    """
+    if not retains(cycle.kind, run.reason, on_delete, run.options):
+        return None
+    name = (run.body or {}).get("metadata", {}).get("name", "")
+    logger.log(level, f"{handler} failed permanently: {reason}. The finalizer is retained; to release "
+                      f"the object, annotate it: {cycle.keys.release}={handler.id} (object {name!r}).",
+               extra=fields(handler, "retained", reason))
+    return KopfOutcome(final=False, exception=Retained(reason), delay=PARKED_DELAY)
 
 
 def fields(handler: Handler, outcome: str, reason: str | None = None, **more: float | None) -> dict[str, object]:
@@ -93,7 +139,7 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
              outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     """Remember what the handler concluded about this state, and tell the observers."""
     body, patch = body_of(cause), getattr(cause, "patch", None)
-    if body is not None and patch is not None:
+    if body is not None and patch is not None and cycle.kind.persists:
         stored = stored_outcome(outcome, result)
         new: memory.MemoryRecord | None = None
         if stored in ("pending", "retained") or run.options.remember:
@@ -104,27 +150,30 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
         memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys, known=cycle.records)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             result.exception.quiet = True  # the same conclusion about the same state: no need to store
-    return tell(plugins, cycle.keys, run, handler, cause, outcome, result)
+    return tell(plugins, cycle, run, handler, cause, outcome, result)
 
 
-def tell(plugins: PluginManager, keys: MemoryKeys, run: HandlerRun, handler: Handler, cause: Cause,
+def tell(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Handler, cause: Cause,
          outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
-    """Tell the observers the outcome: ``result`` stands, unless one of them failed."""
-    patch = getattr(cause, "patch", None)
-    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, keys)
+    """Tell the observers the outcome: ``result`` stands, unless one of them failed. Where Kopf's
+    patch is not the object's (a webhook's answer, an indexer's unused one), they write to none."""
+    patch = getattr(cause, "patch", None) if cycle.kind not in _FOREIGN_PATCHES else None
+    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, cycle.keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         return retry(handler, None, fallback, cause.logger)
     return result
 
 
 def stored_outcome(outcome: Outcome, result: KopfOutcome) -> StoredOutcome:
+    if isinstance(result.exception, Retained):
+        return "retained"
     if isinstance(outcome, Pending):
         return "pending"
     if isinstance(outcome, Success):
         return "success"
     if isinstance(outcome, Retry):
         return "retry" if not result.final else "fatal"
-    return "fatal" if result.final else "retained"
+    return "fatal"
 
 
 _SUCCESS = Success()  # outcomes are values: the common one is made once

@@ -13,6 +13,7 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf import cycle, requeue, runs, translation
+from kopf_outcomes._kopf import children, cycle, requeue, runs, translation
 from kopf_outcomes._kopf.internals import (
     Cause,
     ErrorsMode,
@@ -35,10 +36,13 @@ from kopf_outcomes._kopf.internals import (
     State,
     application,
     execution,
+    handler_var,
     no_extra_context,
     progress_of,
     queueing,
 )
+from kopf_outcomes._kopf.marks import Rechecking
+from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import declared
@@ -91,8 +95,7 @@ class Patch:
         except HandlerChildrenRetry:
             raise  # Kopf's own sub-handler bookkeeping, not the handler's verdict
         except Exception as e:
-            ours = isinstance(e, Outcome) or (isinstance(e, kopf.PermanentError) and self._retains(handler, cause))
-            if plugins.decides_builtin and not ours:
+            if plugins.decides_builtin and not isinstance(e, Outcome):
                 raise
             run = self._run(handler, cause, kwargs)
             outcome = engine.decide(plugins, run, exception=e)
@@ -109,15 +112,11 @@ class Patch:
             return result
         raise _Decided(outcome, run, kwargs["subrefs"])
 
-    def _retains(self, handler: Handler, cause: Cause) -> bool:
-        """Kopf's PermanentError on deletion with fatal_on_delete="retain" is ours to realize."""
-        return runs.options_of(self.plugins, handler, cause).fatal_on_delete == "retain"
-
     def _run(self, handler: Handler, cause: Cause, kwargs: Mapping[str, Any]) -> HandlerRun:
-        context = cycle.current() or cycle.make(kwargs["settings"], cause, (handler,))
+        context = cycle.of(kwargs["settings"], cause, handler)
         previous = context.records.get(str(handler.id))
-        return runs.build(self.plugins, handler, cause, kwargs["retry"], kwargs["runtime"].total_seconds(),
-                          kwargs["settings"], previous)
+        return runs.build(self.plugins, context.kind, handler, cause, kwargs["retry"],
+                          kwargs["runtime"].total_seconds(), kwargs["settings"], previous)
 
     async def execute_handler_once(
         self,
@@ -133,7 +132,7 @@ class Patch:
         context = cycle.current()  # None without a cycle (see cycle.current): made only when needed
         handler_id = str(handler.id)
         if state.message is not None and cycle.is_parked(state, cycle.RETAINED_ONLY):  # only a retained one is released
-            context = context or cycle.make(settings, cause, (handler,))
+            context = cycle.of(settings, cause, handler)
             record = cycle.record_of(context, handler_id, state)
             if record is not None and record["outcome"] == "retained" and runs.body_of(cause) is not None:
                 return self._release(context, handler, cause, state, settings, record)
@@ -145,33 +144,67 @@ class Patch:
                 extra_context=extra_context, default_errors=default_errors,
             )
         except _Decided as decided:
-            return translation.realize(plugins, context or cycle.make(settings, cause, (handler,)), decided.run,
+            return translation.realize(plugins, cycle.of(settings, cause, handler), decided.run,
                                        decided.outcome, handler, cause, state, decided.subrefs)
         finally:
             if errors is not None:
                 runs.default_errors.reset(errors)
-        # Stock Kopf decided. Keep the memory right and tell the observers, if there are any.
+        # Stock Kopf decided. Its final failures pass the finalizer guard; sub-handlers that wait
+        # for us make their parent wait with them; the memory is kept right, observers told.
+        if outcome.exception is not None:
+            waited = self._unstock(cycle.of(settings, cause, handler), handler, cause, state, settings, outcome)
+            if waited is not None:
+                return waited
+            if isinstance(outcome.exception, HandlerChildrenRetry):
+                return outcome  # Kopf's bookkeeping of its children, not a verdict to remember or tell
         remember = (declared or plugins.provides_options) and runs.option(plugins, handler, cause, "remember")
         remembered = handler_id in context.records if context is not None else cycle.has_memory(cause, settings)
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
-            keys = context.keys if context is not None else cycle.keys_of(settings)
-            run = runs.build(plugins, handler, cause, state.retries, state, settings, None)
-            return translation.tell(plugins, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
-        context = context or cycle.make(settings, cause, (handler,))
+            context = cycle.of(settings, cause, handler)
+            run = runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, None)
+            return translation.tell(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
+        context = cycle.of(settings, cause, handler)
         record = cycle.record_of(context, handler_id, state)
         if record is None and not remember and not plugins.observed:
             return outcome
-        run = runs.build(plugins, handler, cause, state.retries, state, settings, record)
+        run = runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, record)
         return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
+
+    def _unstock(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
+                 settings: OperatorSettings, outcome: KopfOutcome) -> KopfOutcome | None:
+        """Kopf's own outcome where it is ours to realize: a parent whose unfinished sub-handlers
+        all wait for us (Pending or retained) waits with them; a final failure that the finalizer
+        guard retains. None: Kopf's outcome stands."""
+        if not context.kind.persists:
+            return None
+        handler_id = str(handler.id)
+        if isinstance(outcome.exception, HandlerChildrenRetry):
+            waiting = context.children.pop(handler_id, None)
+            if waiting is None:
+                return None  # some child is Kopf's: Kopf's retry of the children stands
+            run = runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
+                             cycle.record_of(context, handler_id, state))
+            return translation.realize(self.plugins, context, run, waiting, handler, cause, state, outcome.subrefs)
+        if not outcome.final or runs.option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
+            return None
+        run = runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
+                         cycle.record_of(context, handler_id, state))
+        reason = str(outcome.exception) or repr(outcome.exception)
+        retained = translation.guard(context, run, handler, reason, cause.logger)
+        if retained is None:
+            return None
+        retained = dataclasses.replace(retained, subrefs=outcome.subrefs)
+        return translation.conclude(self.plugins, context, run, handler, cause,
+                                    Fatal(reason, on_delete="retain"), retained)
 
     def _release(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
                  settings: OperatorSettings, record: MemoryRecord) -> KopfOutcome:
         """A retained finalizer, released by the annotation a person set (the wake-up checked it)."""
         cause.logger.warning(f"{handler} is released by the annotation {context.keys.release!r}; "
                              f"the finalizer is no longer retained.")
-        run = runs.build(self.plugins, handler, cause, state.retries, state, settings, record)
+        run = runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings, record)
         return translation.conclude(self.plugins, context, run, handler, cause,
                                     Fatal(record["reason"], on_delete="release"),
                                     KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))
@@ -187,9 +220,10 @@ class Patch:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
+        parent = cycle.current()  # a change handler's cycle, when these are its sub-handlers
         context, token = cycle.start(settings, cause, handlers, state)
         try:
-            if self.plugins.observes_objects:
+            if self.plugins.observes_objects and context.kind is Kind.CHANGE:
                 cycle.observe_object(self.plugins, context, handlers, cause, state)
             handlers_todo, woken, waiting, waits = [], [], [], []
             now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
@@ -223,11 +257,16 @@ class Patch:
                 if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
             for handler_id, outcome in list(outcomes.items()):
-                if isinstance(outcome.exception, cycle.Rechecking):
+                if isinstance(outcome.exception, Rechecking):
                     waits.append(outcome.delay or 0)
                     if outcome.exception.quiet:  # nothing new to store: Kopf keeps its progress as it is
                         del outcomes[handler_id]
                         waiting.append(handler_id)
+            if context.kind is Kind.SUBHANDLER and parent is not None:  # the parent's run decides the delays
+                waited = children.waiting(handlers, state, outcomes, waiting)
+                if waited is not None:
+                    parent.children[str(handler_var.get().id)] = waited
+                return outcomes
             cycle.remember_ours(handlers, state, outcomes, waiting)
             requeue.schedule(waits)
             return outcomes

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 
 from kopf_outcomes import builtin, engine
+from kopf_outcomes.finalizer import retains
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.options import retains_on_delete
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.policy.errors import PolicyError
 from kopf_outcomes.policy.loading import load_policy
@@ -116,13 +116,13 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
         ]))
         click.echo(f"escalation:  {steps.where if steps else ''}[{index}] "
                    f"{describe_threshold(step)}: {what} ({state})")
-    if outcome is None:
-        click.echo(f"outcome:     {_describe(stock, run, 'release')} — stock Kopf runs it "
-                   f"unchanged")
-    else:
-        chosen = outcome.on_delete if isinstance(outcome, Fatal) else None
-        on_delete = "retain" if retains_on_delete("delete", chosen, run.options) else "release"
-        click.echo(f"outcome:     {_describe(outcome, run, on_delete)}")
+    final = stock if outcome is None else outcome
+    chosen = final.on_delete if isinstance(final, Fatal) else None
+    on_delete = "retain" if run.deleting and retains("change", "delete", chosen, run.options) else "release"
+    # A stock failure that the finalizer guard retains is not "unchanged".
+    unchanged = outcome is None and not (isinstance(stock, Fatal) and on_delete == "retain")
+    click.echo(f"outcome:     {_describe(final, run, on_delete)}" + (" — stock Kopf runs it unchanged"
+                                                                    if unchanged else ""))
 
 
 def load_or_exit(file: Path, *, import_names: bool = True) -> Policy:

@@ -11,7 +11,7 @@ import logging
 
 from kopf_outcomes import builtin
 from kopf_outcomes.hookspecs import hookimpl
-from kopf_outcomes.options import HandlerOptions, retains_on_delete
+from kopf_outcomes.options import HandlerOptions
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.policy.model import Backoff, Escalation, ExceptionRule, Policy
 from kopf_outcomes.policy.resolution import Resolver, Setting, Settings
@@ -87,11 +87,9 @@ def _restyled(stock: Outcome, settings: Settings, run: HandlerRun) -> Outcome:
     if isinstance(stock, Retry) and (settings.retry_level or settings.timing):
         delay = _delay(settings.timing, run) if settings.timing is not None else stock.delay
         return Retry(stock.reason, delay=delay, level=_level(None, settings.retry_level, stock))
-    # Stock Kopf releases the finalizer on a PermanentError; "retain" must hold for it too.
-    retain = retains_on_delete(run.reason, None, run.options)
-    if isinstance(stock, Fatal) and (settings.fatal_level or retain):
-        return Fatal(stock.reason, level=_level(None, settings.fatal_level, stock),
-                     on_delete="retain" if retain else None)
+    # "retain" is not restated here: the finalizer guard applies it to every final failure.
+    if isinstance(stock, Fatal) and settings.fatal_level:
+        return Fatal(stock.reason, level=_level(None, settings.fatal_level, stock))
     return stock
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, Retry, Success, hookimpl
 from kopf_outcomes import memory as _memory
-from kopf_outcomes.options import retains_on_delete
+from kopf_outcomes.finalizer import retains
 from kopf_outcomes_conditions.conventions import SUMMARY, condition_type, merged, now, summary, updated
 
 __all__ = ["FIELD", "SUMMARY", "condition_type"]
@@ -56,7 +56,7 @@ def describe(run: HandlerRun, outcome: Outcome, patch: Mapping[str, Any] | None 
     if isinstance(outcome, Retry):
         return "False", "Retrying", (f"{handler} failed temporarily (attempt {run.retry + 1}): {outcome.reason}. "
                                      f"It is retried in {outcome.delay:g} s.")
-    if isinstance(outcome, Fatal) and retains_on_delete(run.reason, outcome.on_delete, run.options):
+    if isinstance(outcome, Fatal) and retains(run.kind, run.reason, outcome.on_delete, run.options):
         return "False", "FinalizerRetained", (
             f"{handler} failed permanently: {outcome.reason}. The finalizer is retained until a person "
             f"releases it, after fixing the cause: {release_command(run, patch or {})}")

@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, ResourceRef, Retry, Success
-from kopf_outcomes.options import retains_on_delete
+from kopf_outcomes.finalizer import retains as retains_finalizer
 from kopf_outcomes_prometheus.metrics import Metrics
 from kopf_outcomes_prometheus.tracking import WaitClock, Waiting
 
@@ -91,7 +91,7 @@ def _base(outcome: Outcome) -> type[Outcome]:
 
 def retains(run: HandlerRun, outcome: Fatal) -> bool:
     """Whether a Fatal keeps the finalizer: the core's own rule (on deletion, retain chosen)."""
-    return retains_on_delete(run.reason, outcome.on_delete, run.options)
+    return retains_finalizer(run.kind, run.reason, outcome.on_delete, run.options)
 
 
 def _uid(body: Mapping[str, Any] | None) -> str | None:

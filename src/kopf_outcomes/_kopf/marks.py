@@ -1,0 +1,41 @@
+"""
+Our marks on Kopf's progress: how a handler's stored state says that kopf-outcomes, not Kopf,
+holds it. Parking is marked, never inferred: a handler is ours when Kopf's own progress for it
+carries one of these marks at the end of its message (written in the same PATCH as our memory).
+A stock handler with any delay has none, and Kopf treats it exactly as without kopf-outcomes.
+"""
+from __future__ import annotations
+
+import kopf
+
+__all__ = ["PARKED_DELAY", "PARKED_MARK", "RETAINED_MARK", "Parked", "Polling", "Rechecking", "Retained"]
+
+PARKED_DELAY = 10 * 365 * 24 * 3600.0  # ten years: "until something changes"
+PARKED_MARK = " [parked by kopf-outcomes]"
+RETAINED_MARK = " [finalizer retained by kopf-outcomes]"  # parked too, but released only by a person
+
+
+class Parked(Exception):
+    """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
+
+    mark = PARKED_MARK
+
+    def __str__(self) -> str:
+        return f"{self.args[0]}{self.mark}"
+
+
+class Retained(Parked):
+    """A parked handler whose finalizer is retained after a Fatal outcome, marked as such."""
+
+    mark = RETAINED_MARK
+
+
+class Rechecking(kopf.TemporaryError):
+    """A Pending with a recheck, as Kopf sees it; ``quiet`` when it concluded as before."""
+
+    quiet = False
+
+
+class Polling(kopf.TemporaryError):
+    """A Pending with a recheck in a kind whose progress Kopf keeps in memory (timers, daemons,
+    activities): Kopf's own retry after the delay, without our memory or requeue."""
