@@ -16,11 +16,24 @@ import kopf
 from kopf._cogs.configs import configuration
 from kopf._cogs.structs import bodies, ephemera, patches, references
 from kopf._core.actions import application, execution, lifecycles, progression
-from kopf._core.intents import causes, registries
+from kopf._core.engines import activities, admission, daemons
+from kopf._core.intents import causes, registries, stoppers
+from kopf._core.reactor import processing
 
 __all__ = [
     "RESOURCE",
+    "activities",
+    "admission",
     "application",
+    "cause_of",
+    "causes",
+    "configuration",
+    "daemons",
+    "ephemera",
+    "handler_of",
+    "lifecycles",
+    "processing",
+    "progression",
     "body_after",
     "changing_cause",
     "execution",
@@ -130,3 +143,50 @@ def handlers_of(registry: kopf.OperatorRegistry) -> list[execution.Handler]:
     """The change handlers a registry holds (Kopf's private attribute, kept here)."""
     changing: registries.ChangingRegistry = registry._changing
     return list(changing.get_all_handlers())
+
+
+# --- every kind of handler: a real Kopf handler from Kopf's own decorator, and its cause ---------
+
+def handler_of(kind: str, fn: Callable[..., Any], **options: Any) -> execution.Handler:
+    """The handler that Kopf's decorator for this kind registers (a change handler for "change")."""
+    registry = kopf.OperatorRegistry()
+    resource = ("kopf.dev", "v1", "kopfexamples")
+    decorators: dict[str, Callable[..., Any]] = {
+        "change": lambda: kopf.on.delete(*resource, registry=registry, **options),
+        "timer": lambda: kopf.timer(*resource, interval=options.pop("interval", 60), registry=registry, **options),
+        "daemon": lambda: kopf.daemon(*resource, registry=registry, **options),
+        "activity": lambda: kopf.on.startup(registry=registry, **options),
+        "webhook": lambda: kopf.on.validate(*resource, registry=registry, **options),
+        "event": lambda: kopf.on.event(*resource, registry=registry, **options),
+        "index": lambda: kopf.index(*resource, registry=registry, **options),
+    }
+    decorators[kind]()(fn)
+    found = [*registry._changing.get_all_handlers(), *registry._spawning.get_all_handlers(),
+             *registry._activities.get_all_handlers(), *registry._webhooks.get_all_handlers(),
+             *registry._watching.get_all_handlers(), *registry._indexing.get_all_handlers()]
+    return found[0]  # type: ignore[no-any-return]
+
+
+def cause_of(kind: str, body: Mapping[str, Any], logger: logging.Logger) -> Any:
+    """The cause Kopf builds for handlers of this kind (timers and daemons share DaemonCause)."""
+    common: dict[str, Any] = dict(logger=logger, indices={}, memo=ephemera.Memo())
+    resource: dict[str, Any] = dict(
+        common, resource=RESOURCE, patch=patches.Patch(),
+        body=bodies.Body(copy.deepcopy(dict(body))),  # type: ignore[arg-type]
+    )
+    if kind == "change":
+        return changing_cause(body, logger)
+    if kind in ("timer", "daemon"):
+        return causes.DaemonCause(**resource, stopper=stoppers.DaemonStopper())
+    if kind == "activity":
+        return causes.ActivityCause(**common, activity=causes.Activity.STARTUP,
+                                    settings=configuration.OperatorSettings())
+    if kind == "webhook":
+        return causes.WebhookCause(**resource, dryrun=False, reason=causes.WebhookType.VALIDATING,
+                                   webhook=None, headers={}, sslpeer={}, userinfo={}, warnings=[],
+                                   operation="CREATE", subresource=None)
+    if kind == "event":
+        return causes.WatchingCause(**resource, type="MODIFIED", event={"type": "MODIFIED", "object": body})
+    if kind == "index":
+        return causes.IndexingCause(**resource)
+    raise ValueError(f"no cause for the kind {kind!r}")

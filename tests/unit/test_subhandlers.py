@@ -1,0 +1,109 @@
+"""
+Sub-handlers (``kopf.execute``) that wait for us park their parent: it wakes on a change of its
+state, and a retained sub-handler is released by the annotation that names it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+import pytest
+
+import kopf_outcomes
+from kopf_outcomes import Fatal, Outcome, Pending
+from kopf_outcomes._kopf.marks import PARKED_DELAY, PARKED_MARK
+from kopf_outcomes.memory import RELEASE_ANNOTATION
+from tests.unit.kopf_objects import Reason, body_after, changing_cause, handler, parked_state, run_handlers
+from tests.unit.test_patched_execution import BODY, records_in
+
+
+@pytest.fixture
+def installed(unpatched: None) -> Any:
+    return kopf_outcomes.install(entry_points=False)
+
+
+class Family:
+    """A parent handler that runs one sub-handler, ``child``, answering what it is told."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.parent_calls = self.child_calls = 0
+
+        async def child(**_: Any) -> object:
+            self.child_calls += 1
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+        async def parent(**_: Any) -> None:
+            self.parent_calls += 1
+            await kopf.execute(fns={"child": child})
+
+        self.handler = handler(parent, id="parent")
+
+
+async def test_a_pending_sub_handler_parks_its_parent_with_its_own_memory(
+        installed: Any, logger: logging.Logger) -> None:
+    family = Family(Pending("waiting for the callback"))
+    cause = changing_cause(BODY, logger, reason=Reason.DELETE)
+
+    outcomes = await run_handlers([family.handler], cause)
+
+    assert (outcomes["parent"].final, outcomes["parent"].delay) == (False, PARKED_DELAY)
+    assert str(outcomes["parent"].exception).endswith(PARKED_MARK)  # ours, not Kopf's children retry
+    assert "waiting for the callback" in str(outcomes["parent"].exception)
+    records = records_in(cause.patch)
+    assert {records["parent"]["outcome"], records["parent/child"]["outcome"]} == {"pending"}
+
+    # The same state again: neither runs (no ten-year sleep without a wake-up, no touching).
+    state = parked_state([family.handler], outcomes)
+    assert await run_handlers([family.handler], changing_cause(body_after(cause), logger), state) == {}
+    assert (family.parent_calls, family.child_calls) == (1, 1)
+
+
+async def test_a_change_wakes_the_parent_and_the_sub_handler_then_succeeds(
+        installed: Any, logger: logging.Logger) -> None:
+    family = Family(Pending("waiting"), None)
+    cause = changing_cause(BODY, logger, reason=Reason.DELETE)
+    outcomes = await run_handlers([family.handler], cause)
+    state = parked_state([family.handler], outcomes)
+
+    changed = changing_cause(body_after(cause, status={"deletion": "done"}), logger, reason=Reason.DELETE)
+    outcomes = await run_handlers([family.handler], changed, state)
+
+    assert (family.parent_calls, family.child_calls) == (2, 2)
+    assert outcomes["parent"].final is True and outcomes["parent"].exception is None
+
+
+async def test_a_retained_sub_handler_is_released_by_the_annotation(installed: Any, logger: logging.Logger) -> None:
+    family = Family(Fatal("broken", on_delete="retain"))
+    cause = changing_cause(BODY, logger, reason=Reason.DELETE)
+    outcomes = await run_handlers([family.handler], cause)
+    assert (outcomes["parent"].final, outcomes["parent"].delay) == (False, PARKED_DELAY)
+    assert "parent/child retains the finalizer: broken" in str(outcomes["parent"].exception)
+    state = parked_state([family.handler], outcomes)
+
+    released = body_after(cause)
+    released["metadata"]["annotations"][RELEASE_ANNOTATION] = "parent/child"
+    released_cause = changing_cause(released, logger, reason=Reason.DELETE)
+    outcomes = await run_handlers([family.handler], released_cause, state)
+
+    assert family.child_calls == 1  # released without running the sub-handler again
+    assert outcomes["parent"].final is True  # the parent ends; Kopf removes the finalizer
+
+
+async def test_a_stock_retry_of_one_sub_handler_leaves_kopfs_children_retry(
+        installed: Any, logger: logging.Logger) -> None:
+    async def flaky(**_: Any) -> Outcome:
+        raise kopf.TemporaryError("flaky", delay=5)
+
+    async def waiting(**_: Any) -> Outcome:
+        return Pending("waiting")
+
+    async def parent(**_: Any) -> None:
+        await kopf.execute(fns={"flaky": flaky, "waiting": waiting})
+
+    outcomes = await run_handlers([handler(parent, id="parent")], changing_cause(BODY, logger, reason=Reason.DELETE))
+    assert outcomes["parent"].final is False
+    assert 4 < outcomes["parent"].delay <= 5  # Kopf's own retry of the children stands
+    assert not str(outcomes["parent"].exception).endswith(PARKED_MARK)
