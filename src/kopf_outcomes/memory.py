@@ -167,13 +167,13 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("reason"), str)
             and isinstance(record.get("since", ""), str)
             and isinstance(record.get("parked", False), bool)
-            and _seconds(record.get("recheck", 0))
+            and ("recheck" not in record or _recheck(record["recheck"]))
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
 
 
-def _seconds(value: object) -> bool:
+def _recheck(value: object) -> bool:
     try:
-        values.seconds(value)
+        values.recheck(value)
     except (TypeError, ValueError):
         return False
     return True

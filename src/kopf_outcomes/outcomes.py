@@ -84,7 +84,7 @@ class Pending(Outcome):
     def __init__(self, reason: str, *, recheck: float | None = None) -> None:
         super().__init__(reason, delay=60)
         self.reason = checked("Pending(reason)", values.reason, reason)
-        self.recheck = None if recheck is None else checked("Pending(recheck=...)", values.seconds, recheck)
+        self.recheck = None if recheck is None else checked("Pending(recheck=...)", values.recheck, recheck)
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.reason, self.recheck)

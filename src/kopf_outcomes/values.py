@@ -45,6 +45,18 @@ def seconds(value: object) -> float:
     return float(value)
 
 
+MIN_RECHECK = 1.0  # seconds: a shorter recheck is a busy loop, not a check of the outside world
+
+
+def recheck(value: object) -> float:
+    """A recheck interval: :data:`MIN_RECHECK` to :data:`MAX_DELAY` seconds."""
+    found = seconds(value)
+    if found < MIN_RECHECK:
+        raise ValueError(f"must be at least {MIN_RECHECK:g} second (shorter is a busy loop; "
+                         f"for a tight poll use Retry or a daemon), got {show(value)}")
+    return found
+
+
 def threshold_seconds(value: object) -> float:
     """A duration to compare with, not to wait for: any finite number of seconds, zero or more."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

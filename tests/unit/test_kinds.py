@@ -106,21 +106,21 @@ async def test_a_rechecking_timer_sleeps_its_recheck_on_every_tick(installed: An
     async def fn(**_: Any) -> Outcome:
         nonlocal calls
         calls += 1
-        return Pending("waiting", recheck=0.05)
+        return Pending("waiting", recheck=1)
 
     handler = handler_of("timer", fn)
     cause = cause_of("timer", BODY, logger)
     state = progression.State.from_scratch().with_handlers([handler])
-    for _ in range(3):
+    for _ in range(2):
         outcomes = await execution.execute_handlers_once(
             lifecycle=lifecycles.all_at_once, settings=configuration.OperatorSettings(),
             handlers=[handler], cause=cause, state=state)
         state = state.with_outcomes(outcomes)
         assert not state.done
         [delay] = state.delays
-        assert 0.01 < delay <= 0.05
+        assert 0.5 < delay <= 1
         await asyncio.sleep(delay)  # as Kopf's timer does
-    assert calls == 3
+    assert calls == 2
 
 
 async def test_a_plain_pending_in_a_startup_activity_stops_the_start_with_an_error_naming_it(
@@ -140,7 +140,7 @@ async def test_a_plain_pending_in_a_startup_activity_stops_the_start_with_an_err
 
 async def test_a_rechecking_startup_activity_polls_until_it_succeeds(installed: Any) -> None:
     registry = kopf.OperatorRegistry()
-    answers = [Pending("not yet", recheck=0.01), Pending("not yet", recheck=0.01), Success("ready")]
+    answers = [Pending("not yet", recheck=1), Success("ready")]
 
     @kopf.on.startup(registry=registry)
     async def poll(**_: Any) -> Outcome:

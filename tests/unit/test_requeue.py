@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 
+from kopf_outcomes import Pending
 from kopf_outcomes._kopf import requeue
-from kopf_outcomes.memory import MemoryRecord
+from kopf_outcomes.memory import MemoryRecord, parse
 
 START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -39,3 +41,22 @@ def test_only_a_pending_record_rechecks() -> None:
     assert requeue.recheck_of(record) == 60
     assert requeue.recheck_of(MemoryRecord(digest="d", outcome="retry", reason="r")) is None
     assert requeue.recheck_of(None) is None
+
+
+def test_a_schedule_that_would_overflow_is_no_schedule() -> None:
+    """A forged ``since`` must not raise out of Kopf's cycle (Kopf would never process the object again)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    forged = MemoryRecord(digest="d", outcome="pending", reason="r", since="9999-12-31T23:59:59+00:00", recheck=1.0)
+    assert requeue.next_due(forged, now) is None
+    ancient = MemoryRecord(digest="d", outcome="pending", reason="r", since="0001-01-01T00:00:00+00:00", recheck=1.0)
+    due = requeue.next_due(ancient, now)
+    assert due is not None and abs((due - now).total_seconds()) <= 1  # the grid point at hand
+
+
+@pytest.mark.parametrize("recheck", [0, 0.5, -1, float("nan")])
+def test_a_recheck_shorter_than_a_second_is_refused_where_it_is_made_and_read(recheck: float) -> None:
+    with pytest.raises(ValueError, match=r"Pending\(recheck=...\) must be"):
+        Pending("waiting", recheck=recheck)
+    record = {"h": {"digest": "d", "outcome": "pending", "reason": "r", "since": START.isoformat(), "recheck": recheck}}
+    with pytest.raises(ValueError, match="malformed"):
+        parse(json.dumps(record))

@@ -55,9 +55,12 @@ def next_due(record: MemoryRecord, now: datetime.datetime) -> datetime.datetime 
         return None
     if start.tzinfo is None:
         start = start.replace(tzinfo=datetime.timezone.utc)
-    elapsed = (now - start).total_seconds() - TOLERANCE
-    steps = max(1, math.ceil(elapsed / interval))
-    return start + datetime.timedelta(seconds=steps * interval)
+    try:  # a forged ``since`` (year 9999) must not raise out of Kopf's cycle: read as no schedule
+        elapsed = (now - start).total_seconds() - TOLERANCE
+        steps = max(1, math.ceil(elapsed / interval))
+        return start + datetime.timedelta(seconds=steps * interval)
+    except (OverflowError, ValueError):
+        return None
 
 
 def schedule(waits: list[float]) -> None:
