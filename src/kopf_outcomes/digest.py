@@ -23,14 +23,21 @@ def digest(
     *,
     depends_on: Iterable[str] | None = None,
     excluded: Iterable[Sequence[str]] = (),
+    excluded_prefixes: Iterable[str] = (),
+    patch: Mapping[str, Any] | None = None,
 ) -> str:
     """
     A short digest of the state a handler depends on.
 
     ``depends_on`` narrows it to field paths; by default it covers spec, labels, annotations
     and status, minus what the operator writes itself: Kopf's annotations and ``status.kopf``,
-    our memory, and the ``excluded`` field paths (handler results, plugins' fields).
+    our memory, the ``excluded`` field paths (handler results, storages' and plugins' fields)
+    and annotations under ``excluded_prefixes`` (the operator's storages). With ``patch``, of the
+    object as it will be once the cycle's pending merge-patch is applied: what the operator
+    writes in a cycle is then part of the state it concluded about, never a change after it.
     """
+    if patch:
+        body = patched(body, patch)
     if depends_on is not None:
         state: object = {path: _resolve(body, path.split(".")) for path in depends_on}
     else:
@@ -38,7 +45,7 @@ def digest(
         selected: dict[str, Any] = {
             "spec": body.get("spec"),
             "labels": metadata.get("labels"),
-            "annotations": _foreign_annotations(metadata.get("annotations") or {}),
+            "annotations": _foreign_annotations(metadata.get("annotations") or {}, excluded_prefixes),
             "status": _without(body.get("status"), ["kopf"]),
         }
         for path in excluded:
@@ -49,11 +56,35 @@ def digest(
     return hashlib.sha256(encoded.encode()).hexdigest()[:16]
 
 
-def _foreign_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+def patched(body: Mapping[str, Any], patch: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object with a JSON merge-patch applied (``None`` removes), copying only what changes."""
+    merged = dict(body)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merged(body.get(key), value)
+    return merged
+
+
+def _merged(value: object, patch: object) -> object:
+    if not isinstance(patch, Mapping):
+        return patch
+    merged = dict(value) if isinstance(value, Mapping) else {}
+    for key, change in patch.items():
+        if change is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merged(merged.get(key), change)
+    return merged
+
+
+def _foreign_annotations(annotations: Mapping[str, str], excluded_prefixes: Iterable[str] = ()) -> dict[str, str]:
     """Annotations not written by Kopf, by Kopf-based operators, or by us."""
     operator_prefixes = {
         key.split("/", 1)[0] for key in annotations if key.endswith(f"/{_KOPF_MARKER}")
     }
+    operator_prefixes.update(excluded_prefixes)
     kept = {}
     for key, value in annotations.items():
         prefix = key.split("/", 1)[0] if "/" in key else ""

@@ -30,7 +30,6 @@ from kopf_outcomes import (
     installation,
     memory,
 )
-from kopf_outcomes._kopf import cycle
 from kopf_outcomes._kopf.marks import PARKED_DELAY, PARKED_MARK, RETAINED_MARK
 from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
@@ -571,34 +570,42 @@ def fake_apply(installed: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str
     return calls
 
 
-def parked_in(*seconds: float) -> None:
-    """What a cycle tells apply(): the deadlines of the handlers it parked, from now."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cycle.parked_deadlines.set(tuple(now + datetime.timedelta(seconds=s) for s in seconds))
+async def cycle_of(*fns: Counted, logger: logging.Logger) -> tuple[Any, list[float]]:
+    """One cycle of these handlers (ids h0, h1, ...): its cause, and the delays Kopf's
+    processing then hands to apply(): its daemons' first (here one of 7 s), then the handlers'."""
+    handlers = [handler(fn.fn, id=f"h{index}") for index, fn in enumerate(fns)]
+    cause = changing_cause(BODY, logger)
+    state = parked_state(handlers, {})
+    outcomes = await run_handlers(handlers, cause, state)
+    return cause, [7.0, *state.with_outcomes(outcomes).delays]
 
 
-@pytest.mark.parametrize(
-    ("parked", "delays", "passed"),
-    [
-        ([PARKED_DELAY], [PARKED_DELAY, 5.0], [5.0]),
-        ([PARKED_DELAY, PARKED_DELAY], [PARKED_DELAY, PARKED_DELAY], []),
-        ([], [0.0, 60.0, 3600.0], [0.0, 60.0, 3600.0]),
-        ([PARKED_DELAY], [PARKED_DELAY - 1.0, 1.0], [1.0]),
-        # Not parked by us: a stock delay of any size stays Kopf's, with its sleep and touch.
-        ([], [PARKED_DELAY, 6 * 365 * 24 * 3600.0], [PARKED_DELAY, 6 * 365 * 24 * 3600.0]),
-        ([PARKED_DELAY], [PARKED_DELAY, 6 * 365 * 24 * 3600.0], [6 * 365 * 24 * 3600.0]),
-        ([], [], []),
-    ],
-)
-async def test_apply_drops_the_delays_of_handlers_marked_parked(
-    parked: list[float], delays: list[float], passed: list[float], fake_apply: list[dict[str, Any]]
+@pytest.mark.parametrize(("fns", "passed"), [
+    ([returning(Pending("waiting")), raising(kopf.TemporaryError("later", delay=5))], [7.0, 5.0]),
+    ([returning(Pending("waiting")), returning(Pending("waiting too"))], [7.0]),
+    # A stock delay as long as a parked one stays Kopf's, with its sleep and touch: by position.
+    ([returning(Pending("waiting")), raising(kopf.TemporaryError("long", delay=PARKED_DELAY))],
+     [7.0, PARKED_DELAY]),
+    ([raising(kopf.TemporaryError("long", delay=PARKED_DELAY))], [7.0, PARKED_DELAY]),
+])
+async def test_apply_drops_exactly_the_delays_of_our_handlers(
+    fns: list[Counted], passed: list[float], fake_apply: list[dict[str, Any]], logger: logging.Logger
 ) -> None:
-    parked_in(*parked)
+    cause, kopf_delays = await cycle_of(*fns, logger=logger)
     apply: Any = application.apply  # the patched one, as Kopf's reactor looks it up
-    result = await apply(delays=delays, patch={"x": 1}, logger="L")
-    assert result == "applied"
-    assert fake_apply == [{"delays": passed, "patch": {"x": 1}, "logger": "L"}]
-    assert cycle.parked_deadlines.get() == ()  # told once, for this cycle only
+    assert await apply(delays=kopf_delays, patch=cause.patch, logger="L") == "applied"
+    [call] = fake_apply
+    assert [round(delay) for delay in call["delays"]] == [round(delay) for delay in passed]
+
+
+async def test_a_ledger_is_for_its_own_cycle_only(fake_apply: list[dict[str, Any]], logger: logging.Logger) -> None:
+    """A cycle that never reached apply() leaves nothing for the next one: the ledger is keyed by
+    the cycle's own patch object."""
+    _, kopf_delays = await cycle_of(returning(Pending("waiting")), logger=logger)
+    apply: Any = application.apply
+    await apply(delays=kopf_delays, patch={"another": "cycle"}, logger="L")
+    await apply(delays=kopf_delays, patch={"another": "cycle"}, logger="L")
+    assert [call["delays"] for call in fake_apply] == [kopf_delays, kopf_delays]
 
 
 async def test_apply_without_delays_passes_everything_on(fake_apply: list[dict[str, Any]]) -> None:

@@ -1,8 +1,11 @@
 """The recheck schedule: a grid anchored where the conclusion began, computable without a write."""
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
+import types
+from typing import Any
 
 import pytest
 
@@ -60,3 +63,34 @@ def test_a_recheck_shorter_than_a_second_is_refused_where_it_is_made_and_read(re
     record = {"h": {"digest": "d", "outcome": "pending", "reason": "r", "since": START.isoformat(), "recheck": recheck}}
     with pytest.raises(ValueError, match="malformed"):
         parse(json.dumps(record))
+
+
+async def test_a_requeued_event_reaches_only_the_change_handlers() -> None:
+    """Kopf's indexers and @kopf.on.event handlers never see the event we queue again; the
+    cycles of the object know the operator's registry."""
+    import functools
+
+    import kopf
+
+    from kopf_outcomes._kopf.internals import operator_registry
+    from tests.unit.kopf_objects import handler_of
+
+    registry = kopf.OperatorRegistry()
+    registry._watching.append(handler_of("event", lambda **_: None))
+    registry._indexing.append(handler_of("index", lambda **_: None))
+    seen: list[tuple[int, int, object]] = []
+
+    async def process_resource_event(*, registry: kopf.OperatorRegistry, raw_event: Any) -> None:
+        seen.append((len(registry._watching.get_all_handlers()), len(registry._indexing.get_all_handlers()),
+                     operator_registry.get()))
+
+    async def kopf_worker(*, processor: Any, streams: Any, key: str) -> None:
+        await processor(raw_event={"type": "MODIFIED", "object": {}})
+        await processor(raw_event=requeue.Requeued({"type": "MODIFIED", "object": {}}))
+
+    stream = types.SimpleNamespace(backlog=asyncio.Queue())
+    worker = requeue.wrap_worker(kopf_worker)
+    await worker(processor=functools.partial(process_resource_event, registry=registry),
+                 streams={"k": stream}, key="k")
+    assert seen == [(1, 1, registry), (0, 0, registry)]
+    assert len(registry._watching.get_all_handlers()) == 1  # the operator's own registry is untouched

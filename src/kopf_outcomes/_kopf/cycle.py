@@ -20,19 +20,21 @@ from kopf_outcomes._kopf import requeue
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
-    HandlerId,
     HandlerState,
-    KopfOutcome,
     OperatorSettings,
+    OperatorWrites,
     State,
     cause_var,
     handler_var,
     kind_of,
+    operator_registry,
+    operator_writes,
     progress_of,
     raw_of,
+    registered_ids,
     subsettings_var,
 )
-from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK, Parked, Rechecking
+from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
 from kopf_outcomes._kopf.runs import body_of, options_of, raw_body_of, resource_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import Kind
@@ -52,21 +54,21 @@ class Cycle(NamedTuple):
     handlers: Collection[Handler]
     state: State | None
     kind: Kind
+    writes: OperatorWrites  # what the operator's Kopf storages write: never part of a state
+    registered: frozenset[str]  # every handler id of the operator: results at status.<id>
     # Parents whose unfinished sub-handlers all wait for us: what the parent then waits for.
     children: dict[str, Pending]
+    # The handlers whose memory this cycle wrote: their digests are of the object as patched.
+    concluded: dict[str, Handler]
+    quiet: set[str]  # rechecking handlers that concluded as before: nothing new to store
 
     @property
     def handler_ids(self) -> set[str]:
-        ids = {str(handler.id) for handler in self.handlers}
+        ids = {str(handler.id) for handler in self.handlers} | self.registered
         return ids | {str(key) for key in self.state} if self.state is not None else ids
 
 
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
-# Kopf's apply() runs after the cycle in the same task: it learns here which delays are parked ones.
-parked_deadlines: contextvars.ContextVar[tuple[datetime.datetime, ...]] = contextvars.ContextVar(
-    "kopf_outcomes_parked", default=())
-
-
 @functools.lru_cache(maxsize=64)
 def _keys(finalizer: str) -> MemoryKeys:
     return memory.keys_for(finalizer)
@@ -84,7 +86,10 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     kind = kind_of(cause, next(iter(handlers), None))
     body = raw_body_of(cause) if kind.persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
-    return tuple.__new__(Cycle, (keys, records, handlers, state, kind, {}))  # a named tuple's __new__ is a Python call
+    registry = operator_registry.get()
+    registered = registered_ids(registry) if registry is not None and kind.persists else frozenset()
+    return tuple.__new__(Cycle, (  # a named tuple's __new__ is a Python call
+        keys, records, handlers, state, kind, operator_writes(settings), registered, {}, {}, set()))
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
@@ -176,57 +181,36 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
     return wait if wait > requeue.TOLERANCE else 0.0
 
 
-def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:
+def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False) -> str:
+    """The digest of the state the handler depends on; ``patched``: of the object as this cycle's
+    pending patch will leave it (what is remembered), else as it is now (what is compared)."""
     body = raw_body_of(cause)
     if body is None:
         return ""
     options = options_of(plugins, handler, cause)
-    excluded: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
+    results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
     owned = engine.owned_fields(plugins, cause.logger)
-    return memory.digest(body, depends_on=options.depends_on, excluded=[*excluded, *owned])
+    return memory.digest(body, depends_on=options.depends_on, excluded=[*results, *cycle.writes.fields, *owned],
+                         excluded_prefixes=cycle.writes.prefixes,
+                         patch=getattr(cause, "patch", None) if patched else None)
 
 
-def remember_ours(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, KopfOutcome],
-                  waiting: Collection[HandlerId] = ()) -> None:
-    """
-    Tell apply() the deadlines of the delays that are ours, not Kopf's: of the parked handlers,
-    and of the rechecking ones, whose runs :mod:`.requeue` schedules (``waiting``: those not run
-    now, or run with nothing to store). Kopf must neither sleep for them nor touch the object.
-    """
-    deadlines: list[datetime.datetime] = []
-    now: datetime.datetime | None = None
-    for handler in handlers:
-        outcome = outcomes.get(handler.id)
-        if outcome is not None and isinstance(outcome.exception, (Parked, Rechecking)):
-            now = now or datetime.datetime.now(datetime.timezone.utc)
-            deadlines.append(now + datetime.timedelta(seconds=outcome.delay or 0))
-        elif outcome is None:
-            handler_state = progress_of(state, handler)
-            if (is_parked(handler_state) or handler.id in waiting) and handler_state.delayed is not None:
-                delayed = handler_state.delayed
-                deadlines.append(delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc))
-    if deadlines or parked_deadlines.get():
-        parked_deadlines.set(tuple(deadlines))
-
-
-def unparked_delays(delays: Collection[float], tolerance: float = 60.0) -> Collection[float]:
-    """The delays that are not the parked handlers' (each parked deadline takes one delay)."""
-    deadlines = parked_deadlines.get()
-    if not deadlines:
-        return delays
-    parked_deadlines.set(())
-    if not delays:
-        return delays
-    now = datetime.datetime.now(datetime.timezone.utc)
-    expected = [max(0.0, (deadline - now).total_seconds()) for deadline in deadlines]  # as Kopf computes
-    kept = []
-    for delay in delays:
-        match = next((i for i, value in enumerate(expected) if abs(value - delay) <= tolerance), None)
-        if match is None:
-            kept.append(delay)
-        else:
-            expected.pop(match)
-    return kept
+def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
+    """At the end of a cycle: the digests remembered in it, of the object as the whole cycle's
+    patch leaves it (later handlers and observers of this cycle may have written more)."""
+    body, patch = raw_body_of(cause), getattr(cause, "patch", None)
+    if body is None or patch is None:
+        return
+    pending = (patch.get("metadata") or {}).get("annotations", {}).get(cycle.keys.memory)
+    if not isinstance(pending, str):
+        return
+    records = memory.parse(pending)
+    for handler_id, handler in cycle.concluded.items():
+        record = records.get(handler_id)
+        state_digest = digest(plugins, cycle, handler, cause, patched=True)
+        if record is not None and record["digest"] != state_digest:
+            memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": state_digest}),
+                         cause.logger, cycle.keys, known=cycle.records)
 
 
 # The reasons of change causes whose handlers Kopf persists (not admission, not informational).

@@ -7,12 +7,15 @@ so that an operator on an untested Kopf fails loudly at start instead of misbeha
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import copy
 import datetime
 import logging
 import os
+import weakref
 from collections.abc import Mapping
 from importlib import metadata
-from typing import Any
+from typing import Any, NamedTuple
 
 from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._cogs.structs.ids import HandlerId
@@ -43,10 +46,11 @@ from kopf_outcomes.kinds import Kind
 misuse.probe(lambda: handler_var.get(None) is not None)
 
 __all__ = [
-    "SUPPORTED", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
+    "SUPPORTED", "Cause", "changes_only", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
-    "no_extra_context", "progress_of", "queueing", "raw_of", "runtime_of", "subsettings_var",
+    "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_of",
+    "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.
@@ -102,6 +106,76 @@ def kind_of(cause: Cause, first: Handler | None) -> Kind:
     return Kind.CHANGE
 
 
+class OperatorWrites(NamedTuple):
+    """What the operator's own Kopf storages write into objects: annotation prefixes and fields."""
+
+    prefixes: tuple[str, ...]
+    fields: tuple[tuple[str, ...], ...]
+
+
+_writes: weakref.WeakKeyDictionary[Any, tuple[object, OperatorWrites]] = weakref.WeakKeyDictionary()
+
+
+def operator_writes(settings: OperatorSettings) -> OperatorWrites:
+    """The annotations and fields that Kopf's progress and diff-base storages of this operator
+    write, by the storages' own knowledge (their ``prefix``, ``field`` and ``touch_field``, of
+    each storage in a multi-storage), whatever prefix or field the operator configured."""
+    progress, diffbase = settings.persistence.progress_storage, settings.persistence.diffbase_storage
+    known = _writes.get(progress)
+    if known is not None and known[0] is diffbase:
+        return known[1]
+    prefixes: list[str] = []
+    fields: list[tuple[str, ...]] = []
+    pending: list[Any] = [progress, diffbase]
+    while pending:
+        storage = pending.pop()
+        pending.extend(getattr(storage, "storages", ()))
+        prefix = getattr(storage, "prefix", None)
+        if isinstance(prefix, str) and prefix:
+            prefixes.append(prefix)
+        for name in ("field", "touch_field"):
+            field = getattr(storage, name, None)
+            if isinstance(field, tuple) and field and all(isinstance(part, str) for part in field):
+                fields.append(field)
+    found = OperatorWrites(tuple(sorted(set(prefixes))), tuple(sorted(set(fields))))
+    _writes[progress] = (diffbase, found)
+    return found
+
+
+# The operator's registry, known to the object's worker (Kopf passes it to the processor):
+# every handler's result is the operator's own write, at ``status.<handler id>``.
+operator_registry: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_registry", default=None)
+_handler_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+
+
+def registered_ids(registry: Any) -> frozenset[str]:
+    """The ids of every handler the operator registered, of every kind (Kopf stores results of
+    change handlers, timers, daemons and event handlers at ``status.<id>``)."""
+    parts = (registry._changing, registry._spawning, registry._watching)
+    handlers = [handler for part in parts for handler in part.get_all_handlers()]
+    known = _handler_ids.get(registry)
+    if known is not None and known[0] == len(handlers):
+        return known[1]
+    found = frozenset(str(handler.id) for handler in handlers)
+    _handler_ids[registry] = (len(handlers), found)
+    return found
+
+
+_changes_only: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def changes_only(registry: Any) -> Any:
+    """The registry without indexers and ``@kopf.on.event`` handlers: for the events we queue
+    again, which only the change handlers (and Kopf's daemons, idempotently) may see."""
+    found = _changes_only.get(registry)
+    if found is None:
+        found = copy.copy(registry)
+        found._indexing = type(registry._indexing)()
+        found._watching = type(registry._watching)()
+        _changes_only[registry] = found
+    return found
+
+
 def default_backoff(settings: OperatorSettings) -> float:
     """Kopf's backoff for arbitrary exceptions: a setting since 1.38, a constant before."""
     backoff = getattr(settings.execution, "default_backoff", None)
@@ -112,6 +186,17 @@ def progress_of(state: State, handler: Handler) -> HandlerState:
     """Kopf's progress of one handler: Kopf types the mapping by a protocol, it holds these."""
     progress: HandlerState = state[handler.id]  # type: ignore[assignment]  # no cast(): a call per handler
     return progress
+
+
+def progresses(state: State) -> list[tuple[HandlerId, HandlerState]]:
+    """Every handler's progress in Kopf's own order (the order of ``State.delays``)."""
+    return list(state.items())  # type: ignore[arg-type]  # Kopf types the values by a protocol
+
+
+def with_outcomes(state: State, outcomes: Mapping[HandlerId, KopfOutcome]) -> State:
+    """The state as Kopf keeps it after these outcomes (Kopf's own, pure, computation)."""
+    final: State = state.with_outcomes(outcomes)  # type: ignore[attr-defined]  # a progression.State
+    return final
 
 
 def raw_of(body: Mapping[str, Any]) -> Mapping[str, Any]:

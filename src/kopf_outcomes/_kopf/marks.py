@@ -31,9 +31,7 @@ class Retained(Parked):
 
 
 class Rechecking(kopf.TemporaryError):
-    """A Pending with a recheck, as Kopf sees it; ``quiet`` when it concluded as before."""
-
-    quiet = False
+    """A Pending with a recheck, as Kopf sees it."""
 
 
 class Polling(kopf.TemporaryError):

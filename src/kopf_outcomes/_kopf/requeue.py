@@ -21,6 +21,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
 
 TOLERANCE = 0.5  # seconds: a grid point this close is due now
@@ -35,9 +36,6 @@ class Stream:
 
 
 _stream: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("kopf_outcomes_stream", default=None)
-# Set by a cycle, read by apply() in the same task: when the rechecking handlers are due next.
-recheck_deadlines: contextvars.ContextVar[tuple[float, ...]] = contextvars.ContextVar(
-    "kopf_outcomes_rechecks", default=())
 
 
 def recheck_of(record: MemoryRecord | None) -> float | None:
@@ -63,29 +61,26 @@ def next_due(record: MemoryRecord, now: datetime.datetime) -> datetime.datetime 
         return None
 
 
-def schedule(waits: list[float]) -> None:
-    """Tell apply(), later in this task, in how many seconds the rechecking handlers are due."""
-    if waits or recheck_deadlines.get():
-        now = asyncio.get_running_loop().time()
-        recheck_deadlines.set(tuple(now + wait for wait in waits))
-
-
-def take() -> tuple[float, ...]:
-    deadlines = recheck_deadlines.get()
-    if deadlines:
-        recheck_deadlines.set(())
-    return deadlines
+class Requeued(dict[str, Any]):
+    """The object's last watch event, queued again by us for a recheck: marked, so that only the
+    change handlers see it (Kopf's indexers and ``@kopf.on.event`` handlers never saw a repeat)."""
 
 
 def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Kopf's per-object worker, with the object's queue and current event known to apply()."""
+    """Kopf's per-object worker, with the object's queue and current event known to apply(), and
+    the operator's registry known to the cycles (every handler's result is the operator's write)."""
     async def worker(**kwargs: Any) -> None:
         stream = kwargs["streams"][kwargs["key"]]
         processor = kwargs["processor"]
+        registry = getattr(processor, "keywords", {}).get("registry")  # Kopf's partial of its processor
+        operator_registry.set(registry)  # this worker's task: the cycles of this object
 
         async def processing(**processor_kwargs: Any) -> Any:
-            token = _stream.set(Stream(stream.backlog, processor_kwargs["raw_event"]))
+            raw_event = processor_kwargs["raw_event"]
+            token = _stream.set(Stream(stream.backlog, raw_event))
             try:
+                if isinstance(raw_event, Requeued) and registry is not None:
+                    return await processor(**processor_kwargs, registry=changes_only(registry))
                 return await processor(**processor_kwargs)
             finally:
                 _stream.reset(token)
@@ -110,4 +105,4 @@ async def sleep_and_requeue(deadline: float, pressure: asyncio.Event | None) -> 
             except asyncio.TimeoutError:
                 pass
     if stream.backlog.empty():
-        stream.backlog.put_nowait(stream.raw_event)
+        stream.backlog.put_nowait(Requeued(stream.raw_event))

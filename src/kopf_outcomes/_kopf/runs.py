@@ -30,6 +30,7 @@ from kopf_outcomes.runs import HandlerRun, ResourceRef
 default_errors: contextvars.ContextVar[ErrorsMode] = contextvars.ContextVar("kopf_outcomes_errors")
 
 _resource_refs: dict[int, tuple[object, ResourceRef]] = {}  # Kopf's resource objects live long
+_MAX_RESOURCE_REFS = 1024  # an operator serves few resource kinds; a forgotten one is made again
 
 
 def resource_of(cause: Cause) -> ResourceRef | None:
@@ -43,6 +44,8 @@ def resource_of(cause: Cause) -> ResourceRef | None:
     except KeyError:
         pass
     ref = ResourceRef(resource.group, resource.version, resource.plural, resource.kind)
+    if len(_resource_refs) >= _MAX_RESOURCE_REFS:
+        _resource_refs.clear()
     _resource_refs[id(resource)] = (resource, ref)  # the object is kept, so its id is not reused
     return ref
 

@@ -143,13 +143,16 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
         stored = stored_outcome(outcome, result)
         new: memory.MemoryRecord | None = None
         if stored in ("pending", "retained") or run.options.remember:
-            new = memory.record(run.previous, digest=digest(plugins, cycle, handler, cause), outcome=stored,
+            new = memory.record(run.previous, digest=digest(plugins, cycle, handler, cause, patched=True),
+                                outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None)
         memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys, known=cycle.records)
+        if new is not None:
+            cycle.concluded[str(handler.id)] = handler
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
-            result.exception.quiet = True  # the same conclusion about the same state: no need to store
+            cycle.quiet.add(str(handler.id))  # the same conclusion about the same state: no need to store
     return tell(plugins, cycle, run, handler, cause, outcome, result)
 
 

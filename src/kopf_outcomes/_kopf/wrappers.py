@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf import children, cycle, requeue, runs, translation
+from kopf_outcomes._kopf import children, cycle, delays, requeue, runs, translation
 from kopf_outcomes._kopf.internals import (
     Cause,
     ErrorsMode,
@@ -40,8 +40,9 @@ from kopf_outcomes._kopf.internals import (
     no_extra_context,
     progress_of,
     queueing,
+    with_outcomes,
 )
-from kopf_outcomes._kopf.marks import Rechecking
+from kopf_outcomes._kopf.marks import Parked, Rechecking
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
@@ -256,37 +257,48 @@ class Patch:
             for handler in woken:
                 if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
+            ours = {str(handler_id) for handler_id in waiting}
             for handler_id, outcome in list(outcomes.items()):
-                if isinstance(outcome.exception, Rechecking):
+                if isinstance(outcome.exception, Parked):
+                    ours.add(str(handler_id))
+                elif isinstance(outcome.exception, Rechecking):
+                    ours.add(str(handler_id))
                     waits.append(outcome.delay or 0)
-                    if outcome.exception.quiet:  # nothing new to store: Kopf keeps its progress as it is
+                    if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
                         del outcomes[handler_id]
                         waiting.append(handler_id)
             if context.kind is Kind.SUBHANDLER and parent is not None:  # the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting)
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
+                parent.concluded.update(context.concluded)
                 return outcomes
-            cycle.remember_ours(handlers, state, outcomes, waiting)
-            requeue.schedule(waits)
+            if context.concluded:
+                cycle.refresh(self.plugins, context, cause)
+            if context.kind.persists:
+                ours.update(str(h.id) for h in handlers
+                            if h.id not in outcomes and cycle.is_parked(progress_of(state, h)))
+                final = with_outcomes(state, outcomes) if ours else state
+                delays.tell(getattr(cause, "patch", None), final, ours, waits)
             return outcomes
         finally:
             cycle.end(token)
 
     async def apply(self, **kwargs: Any) -> Any:
-        """Kopf's apply, blind to our delays: no sleeping for them, no touch-dummy writes. Rechecks
-        sleep here instead, and then run again without a write (:mod:`.requeue`)."""
-        if "delays" in kwargs:
-            kwargs["delays"] = cycle.unparked_delays(kwargs["delays"])
-        rechecks = requeue.take()
-        if not rechecks:
+        """Kopf's apply, blind to our delays (:mod:`.delays`): no sleeping for them, no touch-dummy
+        writes. A recheck due before Kopf's own delays sleeps here instead, and then runs again
+        without a write (:mod:`.requeue`); one due later waits for the cycle after Kopf's wake-up."""
+        ours = delays.take(kwargs.get("patch"))
+        if ours is None:
             return await self._apply(**kwargs)
-        if kwargs.get("delays"):  # Kopf sleeps for its own delays anyway: let it wake for ours too
-            now = asyncio.get_running_loop().time()
-            kwargs["delays"] = [*kwargs["delays"], *(max(0.0, due - now) for due in rechecks)]
+        stock = kwargs["delays"] = delays.stock(kwargs.get("delays") or (), ours)
+        if not ours.rechecks:
             return await self._apply(**kwargs)
-        nothing_to_write = not kwargs.get("patch")
+        due = min(ours.rechecks)
+        if stock and asyncio.get_running_loop().time() + min(stock) <= due:
+            return await self._apply(**kwargs)  # Kopf wakes first, as it would without us
+        kwargs["delays"] = []  # ours is first: the next cycle computes Kopf's delays again
         result = await self._apply(**kwargs)
-        if nothing_to_write:  # else the write's own event starts the next cycle, which schedules anew
-            await requeue.sleep_and_requeue(min(rechecks), kwargs.get("stream_pressure"))
+        # Also after a write: one that changes nothing brings no event to run the next cycle.
+        await requeue.sleep_and_requeue(due, kwargs.get("stream_pressure"))
         return result

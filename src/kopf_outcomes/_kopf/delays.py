@@ -1,0 +1,63 @@
+"""
+Our delays by identity: which handlers of this cycle are ours (parked, retained or rechecking),
+told to Kopf's ``apply()`` of the same cycle, and nothing else.
+
+Kopf's ``apply()`` gets one list of delays: its daemons' first, then ``State.delays`` of the
+change handlers, one per active unfinished handler, in the state's order. A cycle knows which
+of those handlers are ours, so ``apply()`` drops exactly their positions: a stock delay is never
+taken for ours, whatever its value. The ledger is keyed to the cycle's own patch object (the one
+Kopf passes to its ``apply()``), so a cycle that never reaches ``apply()`` leaves nothing behind
+that a later cycle could mistake for its own.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Collection, Sequence
+from typing import NamedTuple
+
+from kopf_outcomes._kopf.internals import State, progresses
+
+
+class Ours(NamedTuple):
+    """This cycle's handlers in Kopf's list of delays, and when our rechecks are due."""
+
+    patch: object  # the cycle's patch: the ledger is for the apply() given this very object
+    positions: tuple[bool, ...]  # per delay of the change handlers, in Kopf's order: ours?
+    rechecks: tuple[float, ...]  # loop times at which rechecking handlers are due
+
+
+_ours: contextvars.ContextVar[Ours | None] = contextvars.ContextVar("kopf_outcomes_ours", default=None)
+
+
+def tell(patch: object, final: State, ours: Collection[str], waits: Sequence[float]) -> None:
+    """Tell this cycle's ``apply()`` which delays are ours; ``final`` is the state as Kopf will
+    have it (``state.with_outcomes(outcomes)``), ``waits`` the seconds until our rechecks."""
+    if not ours and not waits:
+        _ours.set(None)
+        return
+    positions = tuple(str(handler_id) in ours for handler_id, progress in progresses(final)
+                      if progress.active and not progress.finished)
+    now = asyncio.get_running_loop().time()
+    _ours.set(Ours(patch, positions, tuple(now + wait for wait in waits)))
+
+
+def take(patch: object) -> Ours | None:
+    """The ledger of the cycle whose patch this is; None for any other (or none told)."""
+    ours = _ours.get()
+    if ours is None:
+        return None
+    _ours.set(None)
+    return ours if ours.patch is patch else None
+
+
+def stock(delays: Sequence[float], ours: Ours) -> list[float]:
+    """Kopf's delays without ours, by position; all of them if the list is not as expected."""
+    count = len(ours.positions)
+    if count > len(delays):
+        return list(delays)  # not the list we know: keep every delay (Kopf then sleeps and touches)
+    head, tail = delays[:len(delays) - count], delays[len(delays) - count:]
+    return [*head, *(delay for delay, mine in zip(tail, ours.positions, strict=True) if not mine)]
+
+
+__all__ = ["Ours", "stock", "take", "tell"]
