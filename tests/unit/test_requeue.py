@@ -94,3 +94,10 @@ async def test_a_requeued_event_reaches_only_the_change_handlers() -> None:
                  streams={"k": stream}, key="k")
     assert seen == [(1, 1, registry), (0, 0, registry)]
     assert len(registry._watching.get_all_handlers()) == 1  # the operator's own registry is untouched
+
+
+@pytest.mark.parametrize(("elapsed", "quiet"), [(0, 0), (59, 0), (60, 0), (119.6, 1), (125, 1), (300, 4)])
+def test_quiet_rechecks_are_counted_from_the_grid(elapsed: float, quiet: int) -> None:
+    """Kopf stored retries=1 with the conclusion; the k-th recheck is attempt k+1: k-1 quiet ones."""
+    assert requeue.quiet_attempts(rechecking(60), START + datetime.timedelta(seconds=elapsed)) == quiet
+    assert requeue.quiet_attempts(MemoryRecord(digest="d", outcome="retry", reason="r"), START) == 0

@@ -66,6 +66,21 @@ class Requeued(dict[str, Any]):
     change handlers see it (Kopf's indexers and ``@kopf.on.event`` handlers never saw a repeat)."""
 
 
+def quiet_attempts(record: MemoryRecord | None, now: datetime.datetime) -> int:
+    """The rechecks run quietly since the conclusion was stored: attempts that Kopf's ``retry``
+    does not count (a quiet recheck stores nothing), read off the grid without a write."""
+    interval, since = recheck_of(record), record.get("since") if record is not None else None
+    if not interval or not since:
+        return 0
+    try:
+        start = datetime.datetime.fromisoformat(since)
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=datetime.timezone.utc)
+        return max(0, math.floor(((now - start).total_seconds() + TOLERANCE) / interval) - 1)
+    except (OverflowError, ValueError):
+        return 0
+
+
 def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
     """Kopf's per-object worker, with the object's queue and current event known to apply(), and
     the operator's registry known to the cycles (every handler's result is the operator's write)."""

@@ -91,6 +91,12 @@ class Patch:
         plugins = self.plugins
         handler: Handler = kwargs["handler"]
         cause: Cause = kwargs["cause"]
+        context = cycle.current()
+        if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
+            record = context.records.get(str(handler.id))
+            if record is not None and record.get("recheck"):
+                now = datetime.datetime.now(datetime.timezone.utc)
+                kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
         try:
             result = await self._invoke_handler(**kwargs)
         except HandlerChildrenRetry:
