@@ -9,6 +9,8 @@ import asyncio
 import random
 import time
 
+import pytest
+
 from tests.chaos.external import ExternalSystem, Start
 from tests.chaos.helpers import (
     QUICK,
@@ -24,15 +26,21 @@ from tests.chaos.supervisor import Operators
 OPERATOR = "tests/chaos/operators/sidefx.py"
 
 
-async def test_sigkills_mid_deletion(objects, namespace, operator, report):
-    report.scenario, report.seed = "kills" + ("-quick" if QUICK else ""), seed()
+@pytest.mark.parametrize("status_write", [False, True], ids=["", "status-write"])
+async def test_sigkills_mid_deletion(status_write, objects, namespace, operator, report):
+    """With ``status_write``, the README's quick start plus what an operator does first: the handler
+    writes a changing value into the object's status on every run (its own write must neither
+    wake it nor change its idempotency key: one start per object across the kills)."""
+    report.scenario = "kills" + ("-status-write" if status_write else "") + ("-quick" if QUICK else "")
+    report.seed = seed()
     rng = random.Random(report.seed)
-    count, kills, aimed = (12, 4, 2) if QUICK else (40, 12, 5)
+    count, kills, aimed = (6, 3, 1) if status_write else (12, 4, 2) if QUICK else (40, 12, 5)
     names = [f"k{i}" for i in range(count)]
     report.objects = count
     system = ExternalSystem(answer_after=0.2)  # the handler is inside the call for a moment
     async with system as url:
-        ops = Operators(lambda: operator(OPERATOR, EXTERNAL_SYSTEM_URL=url))
+        env = {"EXTERNAL_SYSTEM_URL": url, **({"CHAOS_STATUS_WRITE": "1"} if status_write else {})}
+        ops = Operators(lambda: operator(OPERATOR, **env))
         figures = {"random_kills": 0, "aimed_kills": 0, "callbacks_while_down": 0, "callbacks_while_up": 0}
 
         def kill_at_the_call(start: Start) -> None:  # runs as the external system receives a start
