@@ -115,15 +115,22 @@ def _resolve(value: object, path: list[str]) -> object:
 
 
 def _remove(selected: dict[str, Any], path: list[str]) -> None:
-    """Remove a field path like ``status.conditions`` without touching the object's own dicts."""
+    """Remove a field path like ``status.conditions`` without touching the object's own dicts;
+    a stanza emptied by it goes too (``{"my-op": {}}`` left by a storage's field is no state)."""
     if path[:1] == ["metadata"]:
         path = path[1:]
-    container = selected
-    for key in path[:-1]:
-        child = container.get(key)
-        if not isinstance(child, Mapping):
-            return
-        container[key] = child = dict(child)  # copy on write: the body stays as it was
-        container = child
-    if path:
-        container.pop(path[-1], None)
+    if not path:
+        return
+    key, rest = path[0], path[1:]
+    if not rest:
+        selected.pop(key, None)
+        return
+    child = selected.get(key)
+    if not isinstance(child, Mapping):
+        return
+    child = dict(child)  # copy on write: the body stays as it was
+    _remove(child, rest)
+    if child:
+        selected[key] = child
+    else:
+        selected.pop(key)

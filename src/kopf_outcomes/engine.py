@@ -96,21 +96,20 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
 
 
 class _Snapshot(NamedTuple):
-    """What the patch held before the observers: the guarded parts, the written fields and the
-    number of patch functions (Kopf's list of them is the same object before and after)."""
+    """What the patch held before the observers: the guarded parts and the number of patch
+    functions (Kopf's list of them is the same object before and after)."""
 
     guarded: dict[str, object]
-    fields: frozenset[tuple[str, ...]]
     functions: int
 
     @classmethod
     def of(cls, patch: Mapping[str, Any], protected: Collection[str], functions: list[object]) -> _Snapshot:
-        return cls(_guarded_parts(patch, protected), frozenset(_written_fields(patch)), len(functions))
+        return cls(_guarded_parts(patch, protected), len(functions))
 
     def undo_forbidden(self, plugins: PluginManager, patch: MutableMapping[str, Any],
                        protected: Collection[str], functions: list[object]) -> bool:
-        """Learn the fields the observers wrote; undo what they may not change; True if they did."""
-        plugins.learn_written_fields(_written_fields(patch) - self.fields)
+        """Undo what the observers may not change; True if they did. (What they may write is part
+        of the state their handler concluded about: the cycle's digest is of the patched object.)"""
         changed = _guarded_parts(patch, protected) != self.guarded
         if changed:
             _restore(patch, self.guarded)
@@ -131,19 +130,6 @@ def _report_slow(plugins: PluginManager, run: HandlerRun, hook_name: str, second
 
 
 _ABSENT = object()
-
-
-def _written_fields(patch: Mapping[str, Any]) -> set[tuple[str, ...]]:
-    """The fields a patch writes, as deep as observers write them: status keys, annotations, labels.
-    What observers add is the operator's own write: it must never wake a parked handler, even
-    when the plugin does not name it (or fails to) in ``kopf_outcomes_owned_fields``."""
-    status, metadata = patch.get("status"), patch.get("metadata") or {}
-    found: set[tuple[str, ...]] = {("status", key) for key in status} if isinstance(status, Mapping) else set()
-    for part in ("annotations", "labels"):
-        values = metadata.get(part) if isinstance(metadata, Mapping) else None
-        if isinstance(values, Mapping):
-            found.update(("metadata", part, key) for key in values)
-    return found
 
 
 def _guarded_parts(patch: Mapping[str, Any], protected: Collection[str]) -> dict[str, object]:
@@ -179,11 +165,12 @@ def options(plugins: PluginManager, fn: object, handler_id: str, resource: Resou
 
 def owned_fields(plugins: PluginManager,
                  logger: logging.Logger | logging.LoggerAdapter[Any]) -> tuple[tuple[str, ...], ...]:
-    """The field paths plugins write: those they name (a failing plugin is logged, and names
-    none), and those observers were seen adding to a patch."""
+    """The field paths plugins name as theirs (a failing plugin is logged, and names none): the
+    same in every process, so digests compare across restarts. What observers write unnamed in a
+    cycle is in the digest remembered by that cycle (of the object as patched)."""
     nothing: tuple[str, ...] = ()
     named = guarded(plugins, logger, "kopf_outcomes_owned_fields", plugins.owned_fields, nothing)
-    return (*(tuple(field.split(".")) for field in named), *plugins.written_fields)
+    return tuple(tuple(field.split(".")) for field in named)
 
 
 def guarded(plugins: PluginManager, logger: logging.Logger | logging.LoggerAdapter[Any], hook_name: str,

@@ -29,7 +29,6 @@ from kopf_outcomes.runs import HandlerRun, ResourceRef
 
 ENTRY_POINT_GROUP = "kopf_outcomes"
 BUILTIN_NAME = "kopf_outcomes.builtin"
-MAX_WRITTEN_FIELDS = 256
 
 
 def _names_from_env(variable: str) -> set[str] | None:
@@ -47,7 +46,6 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self._options: dict[tuple[str, ResourceRef | None], HandlerOptions] = {}
         self._owned_fields: tuple[str, ...] | None = None
-        self.written_fields: tuple[tuple[str, ...], ...] = ()  # seen in observers' patches
         self._observers: tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None = ()
         self._pluggy_hookexec = self._inner_hookexec  # what pluggy's tracing and monitoring replace
         self.register(builtin, name=BUILTIN_NAME)
@@ -194,13 +192,6 @@ class PluginManager(pluggy.PluginManager):
                 raise TypeError(f"kopf_outcomes_owned_fields gave {fields!r}, expected field paths")
             self._owned_fields = fields
         return self._owned_fields
-
-    def learn_written_fields(self, fields: set[tuple[str, ...]]) -> None:
-        """Remember fields that observers wrote (bounded: a plugin writing per-object keys stays cheap)."""
-        if fields and len(self.written_fields) < MAX_WRITTEN_FIELDS:
-            new = fields.difference(self.written_fields)
-            if new:
-                self.written_fields = (*self.written_fields, *sorted(new))[:MAX_WRITTEN_FIELDS]
 
     def culprit(self, error: BaseException) -> str:
         """Name the plugin whose hook implementation raised ``error`` (from its traceback)."""

@@ -103,11 +103,12 @@ async def run_handlers(
     handlers: Collection[execution.Handler],
     cause: causes.ChangingCause,
     state: Any = None,
+    settings: configuration.OperatorSettings | None = None,
 ) -> dict[str, Any]:  # Kopf's Outcome objects, by handler id
     """Kopf's ``execute_handlers_once``, looked up now: patched or not, whatever is in place."""
     outcomes = await execution.execute_handlers_once(
         lifecycle=lifecycles.all_at_once,
-        settings=configuration.OperatorSettings(),
+        settings=settings if settings is not None else configuration.OperatorSettings(),
         handlers=handlers,
         cause=cause,
         state=state if state is not None else state_for(handlers),
@@ -125,18 +126,23 @@ async def run_handler(handler: execution.Handler, cause: causes.ChangingCause, s
 
 
 def body_after(cause: causes.ChangingCause, **changes: Any) -> dict[str, Any]:
-    """The object as the next event shows it: the cause's body with its patch applied
-    (annotations merged, ``None`` removes), plus top-level ``changes`` (e.g. ``spec=...``)."""
-    body: dict[str, Any] = copy.deepcopy(dict(cause.body))
-    patched = cause.patch.get("metadata", {}).get("annotations", {})
-    annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
-    for key, value in patched.items():
-        if value is None:
-            annotations.pop(key, None)
-        else:
-            annotations[key] = value
+    """The object as the next event shows it: the cause's body with its whole patch applied (a
+    JSON merge-patch: ``None`` removes), plus top-level ``changes`` (e.g. ``spec=...``)."""
+    body: dict[str, Any] = merged(copy.deepcopy(dict(cause.body)), copy.deepcopy(dict(cause.patch)))
     body.update(changes)
     return body
+
+
+def merged(value: Any, patch: Any) -> Any:
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(value) if isinstance(value, Mapping) else {}
+    for key, change in patch.items():
+        if change is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), change)
+    return result
 
 
 def handlers_of(registry: kopf.OperatorRegistry) -> list[execution.Handler]:
