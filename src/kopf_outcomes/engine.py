@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kopf_outcomes import builtin
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, options_of
+from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, attached_options
 from kopf_outcomes.outcomes import Outcome, Retry
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
 
@@ -155,7 +155,7 @@ def _restore(patch: MutableMapping[str, Any], parts: dict[str, object]) -> None:
 def options(plugins: PluginManager, fn: object, handler_id: str, resource: ResourceRef | None,
             logger: logging.Logger | logging.LoggerAdapter[Any]) -> HandlerOptions:
     """A handler's own options merged with the plugins'; a failing plugin adds none of its own."""
-    own = options_of(fn)
+    own = attached_options(fn)
     if not plugins.provides_options:  # the hot path: no policy, no options plugin
         return own if own is not None else NO_OPTIONS
     from_plugins = guarded(plugins, logger, "kopf_outcomes_handler_options",

@@ -19,7 +19,7 @@ from kopf_outcomes.memory import Memory
 if TYPE_CHECKING:
     from kopf_outcomes.policy import Policy
 
-_patch: _kopf.Patch | None = None
+_patch: _kopf.Wrappers | None = None
 
 
 def install(
@@ -51,7 +51,7 @@ def install(
             manager.register(plugin)
         if policy_plugin is not None:
             manager.replace(policy_plugin, name=policy_plugin.name)
-        _patch = _kopf.Patch(manager)
+        _patch = _kopf.Wrappers(manager)
         _patch.attach()
         misuse.installed(True)
         return manager

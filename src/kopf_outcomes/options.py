@@ -88,7 +88,7 @@ def handler_options(
     return decorator
 
 
-def options_of(fn: object) -> HandlerOptions | None:
+def attached_options(fn: object) -> HandlerOptions | None:
     """The options attached to a handler function, if any."""
     options = getattr(fn, _ATTRIBUTE, None)
     return options if options.__class__ is HandlerOptions else None

@@ -9,7 +9,7 @@ import kopf
 import pytest
 
 from kopf_outcomes import HandlerOptions, handler_options
-from kopf_outcomes.options import options_of
+from kopf_outcomes.options import attached_options
 from tests.unit.kopf_objects import handlers_of
 
 
@@ -21,10 +21,10 @@ def test_options_stacked_above_kopfs_decorator() -> None:
     def fn(**_: Any) -> None: ...
 
     [registered] = handlers_of(registry)
-    assert options_of(registered.fn) == HandlerOptions(
+    assert attached_options(registered.fn) == HandlerOptions(
         explicit_completion=True, depends_on=("status.deletion",)
     )
-    assert options_of(fn) is options_of(registered.fn)
+    assert attached_options(fn) is attached_options(registered.fn)
 
 
 def test_options_stacked_below_kopfs_decorator() -> None:
@@ -35,7 +35,7 @@ def test_options_stacked_below_kopfs_decorator() -> None:
     def fn(**_: Any) -> None: ...
 
     [registered] = handlers_of(registry)
-    assert options_of(registered.fn) == HandlerOptions(remember=True, fatal_on_delete="retain")
+    assert attached_options(registered.fn) == HandlerOptions(remember=True, fatal_on_delete="retain")
 
 
 def test_decorator_returns_the_same_function() -> None:
@@ -54,25 +54,25 @@ def test_options_of_undecorated_and_foreign_values() -> None:
 
     impostor.__kopf_outcomes_options__ = {"remember": True}  # type: ignore[attr-defined]
 
-    assert options_of(plain) is None
-    assert options_of(impostor) is None
-    assert options_of(None) is None
-    assert options_of(42) is None
+    assert attached_options(plain) is None
+    assert attached_options(impostor) is None
+    assert attached_options(None) is None
+    assert attached_options(42) is None
 
 
 def test_unset_decorator_gives_all_none() -> None:
     @handler_options()
     def fn() -> None: ...
 
-    assert options_of(fn) == HandlerOptions()
-    assert all(getattr(options_of(fn), f.name) is None for f in dataclasses.fields(HandlerOptions))
+    assert attached_options(fn) == HandlerOptions()
+    assert all(getattr(attached_options(fn), f.name) is None for f in dataclasses.fields(HandlerOptions))
 
 
 def test_depends_on_becomes_a_tuple_from_any_iterable() -> None:
     @handler_options(depends_on=(path for path in ["spec.size", "status.x"]))
     def fn() -> None: ...
 
-    options = options_of(fn)
+    options = attached_options(fn)
     assert options is not None
     assert options.depends_on == ("spec.size", "status.x")
 

@@ -12,7 +12,7 @@ import kopf
 import pytest
 
 from kopf_outcomes import HandlerOptions, HandlerRun, ResourceRef
-from kopf_outcomes._kopf import runs
+from kopf_outcomes._kopf import kopf_runs as runs
 from kopf_outcomes._kopf.internals import runtime_of
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager

@@ -3,13 +3,18 @@ The Kopf boundary: the only code that knows Kopf's internals (an import-linter c
 it so). Everything above it speaks in our outcomes and runs; everything below knows no Kopf.
 
 - :mod:`.internals` — the one module importing ``kopf._core``, Kopf's types, the version check;
-- :mod:`.wrappers` — the four wrapped Kopf functions, thin;
-- :mod:`.cycle` — the per-cycle context: memory, parking, waking, digests, ``recall()``;
-- :mod:`.translation` — our outcomes into Kopf's ``Outcome``, logged at their levels;
-- :mod:`.runs` — the read-only :class:`~kopf_outcomes.HandlerRun` built from Kopf's objects.
+- :mod:`.wrappers` — the wrapped Kopf functions, thin;
+- :mod:`.cycle` — the per-cycle context: the handlers' kind, memory, waking, digests, ``recall()``;
+- :mod:`.translation` — our outcomes into Kopf's ``Outcome`` by the kind's row of the table, logged
+  at their levels; the finalizer guard;
+- :mod:`.children` — sub-handlers that wait for us park their parent;
+- :mod:`.delays` — which of Kopf's delays are ours, told to the cycle's own ``apply()``;
+- :mod:`.requeue` — rechecks without writes;
+- :mod:`.marks` — our marks on Kopf's progress;
+- :mod:`.kopf_runs` — the read-only :class:`~kopf_outcomes.HandlerRun` built from Kopf's objects.
 """
 from kopf_outcomes._kopf.cycle import current_memory
 from kopf_outcomes._kopf.internals import SUPPORTED, check_version
-from kopf_outcomes._kopf.wrappers import Patch
+from kopf_outcomes._kopf.wrappers import Wrappers
 
-__all__ = ["SUPPORTED", "Patch", "check_version", "current_memory"]
+__all__ = ["SUPPORTED", "Wrappers", "check_version", "current_memory"]

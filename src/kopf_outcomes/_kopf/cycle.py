@@ -34,8 +34,8 @@ from kopf_outcomes._kopf.internals import (
     registered_ids,
     subsettings_var,
 )
+from kopf_outcomes._kopf.kopf_runs import body_of, options_of, raw_body_of, resource_of
 from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
-from kopf_outcomes._kopf.runs import body_of, options_of, raw_body_of, resource_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
@@ -54,8 +54,8 @@ class Cycle(NamedTuple):
     handlers: Collection[Handler]
     state: State | None
     kind: Kind
-    writes: OperatorWrites  # what the operator's Kopf storages write: never part of a state
-    registered: frozenset[str]  # every handler id of the operator: results at status.<id>
+    settings: OperatorSettings
+    registry: Any  # Kopf's registry of the operator, where the object's worker knows it
     # Parents whose unfinished sub-handlers all wait for us: what the parent then waits for.
     children: dict[str, Pending]
     # The handlers whose memory this cycle wrote: their digests are of the object as patched.
@@ -63,8 +63,16 @@ class Cycle(NamedTuple):
     quiet: set[str]  # rechecking handlers that concluded as before: nothing new to store
 
     @property
+    def writes(self) -> OperatorWrites:
+        """What the operator's Kopf storages write: never part of a state (read when a digest is)."""
+        return operator_writes(self.settings)
+
+    @property
     def handler_ids(self) -> set[str]:
-        ids = {str(handler.id) for handler in self.handlers} | self.registered
+        """Every handler whose result is the operator's write at ``status.<id>``."""
+        ids = {str(handler.id) for handler in self.handlers}
+        if self.registry is not None:
+            ids |= registered_ids(self.registry)
         return ids | {str(key) for key in self.state} if self.state is not None else ids
 
 
@@ -86,10 +94,8 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     kind = kind_of(cause, next(iter(handlers), None))
     body = raw_body_of(cause) if kind.persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
-    registry = operator_registry.get()
-    registered = registered_ids(registry) if registry is not None and kind.persists else frozenset()
     return tuple.__new__(Cycle, (  # a named tuple's __new__ is a Python call
-        keys, records, handlers, state, kind, operator_writes(settings), registered, {}, {}, set()))
+        keys, records, handlers, state, kind, settings, operator_registry.get(), {}, {}, set()))
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:

@@ -15,8 +15,8 @@ import kopf
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf.cycle import Cycle, digest
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
+from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
-from kopf_outcomes._kopf.runs import body_of
 from kopf_outcomes.finalizer import retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
 from kopf_outcomes.manager import PluginManager

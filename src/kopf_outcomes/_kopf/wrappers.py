@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf import children, cycle, delays, requeue, runs, translation
+from kopf_outcomes._kopf import children, cycle, delays, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
     Cause,
     ErrorsMode,
@@ -46,7 +46,6 @@ from kopf_outcomes._kopf.marks import Parked, Rechecking
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
-from kopf_outcomes.options import declared
 from kopf_outcomes.outcomes import Fatal, Outcome
 from kopf_outcomes.runs import HandlerRun
 
@@ -61,7 +60,7 @@ class _Decided(BaseException):
         self.subrefs = subrefs  # the sub-handlers it ran, for Kopf to purge their states later
 
 
-class Patch:
+class Wrappers:
     """One installation's wrappers of Kopf's functions; ``attach()`` puts them in, ``detach()`` back."""
 
     def __init__(self, plugins: PluginManager) -> None:
@@ -110,8 +109,7 @@ class Patch:
                 raise
             raise _Decided(outcome, run, kwargs["subrefs"]) from e
         if plugins.decides_builtin and not isinstance(result, Outcome):
-            if not (declared or plugins.provides_options) or not runs.option(
-                    plugins, handler, cause, "explicit_completion"):
+            if not kopf_runs.option(plugins, handler, cause, "explicit_completion"):
                 return result
         run = self._run(handler, cause, kwargs)
         outcome = engine.decide(plugins, run, result=result)
@@ -122,7 +120,7 @@ class Patch:
     def _run(self, handler: Handler, cause: Cause, kwargs: Mapping[str, Any]) -> HandlerRun:
         context = cycle.of(kwargs["settings"], cause, handler)
         previous = context.records.get(str(handler.id))
-        return runs.build(self.plugins, context.kind, handler, cause, kwargs["retry"],
+        return kopf_runs.build(self.plugins, context.kind, handler, cause, kwargs["retry"],
                           kwargs["runtime"].total_seconds(), kwargs["settings"], previous)
 
     async def execute_handler_once(
@@ -141,10 +139,10 @@ class Patch:
         if state.message is not None and cycle.is_parked(state, cycle.RETAINED_ONLY):  # only a retained one is released
             context = cycle.of(settings, cause, handler)
             record = cycle.record_of(context, handler_id, state)
-            if record is not None and record["outcome"] == "retained" and runs.body_of(cause) is not None:
+            if record is not None and record["outcome"] == "retained" and kopf_runs.body_of(cause) is not None:
                 return self._release(context, handler, cause, state, settings, record)
         # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
-        errors = None if plugins.decides_builtin else runs.default_errors.set(default_errors)
+        errors = None if plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
         try:
             outcome = await self._execute_handler_once(
                 settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
@@ -155,7 +153,7 @@ class Patch:
                                        decided.outcome, handler, cause, state, decided.subrefs)
         finally:
             if errors is not None:
-                runs.default_errors.reset(errors)
+                kopf_runs.default_errors.reset(errors)
         # Stock Kopf decided. Its final failures pass the finalizer guard; sub-handlers that wait
         # for us make their parent wait with them; the memory is kept right, observers told.
         if outcome.exception is not None:
@@ -164,19 +162,19 @@ class Patch:
                 return waited
             if isinstance(outcome.exception, HandlerChildrenRetry):
                 return outcome  # Kopf's bookkeeping of its children, not a verdict to remember or tell
-        remember = (declared or plugins.provides_options) and runs.option(plugins, handler, cause, "remember")
+        remember = kopf_runs.option(plugins, handler, cause, "remember")
         remembered = handler_id in context.records if context is not None else cycle.has_memory(cause, settings)
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
             context = cycle.of(settings, cause, handler)
-            run = runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, None)
+            run = kopf_runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, None)
             return translation.tell(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
         context = cycle.of(settings, cause, handler)
         record = cycle.record_of(context, handler_id, state)
         if record is None and not remember and not plugins.observed:
             return outcome
-        run = runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, record)
+        run = kopf_runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, record)
         return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
 
     def _unstock(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
@@ -191,12 +189,12 @@ class Patch:
             waiting = context.children.pop(handler_id, None)
             if waiting is None:
                 return None  # some child is Kopf's: Kopf's retry of the children stands
-            run = runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
+            run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
                              cycle.record_of(context, handler_id, state))
             return translation.realize(self.plugins, context, run, waiting, handler, cause, state, outcome.subrefs)
-        if not outcome.final or runs.option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
+        if not outcome.final or kopf_runs.option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
             return None
-        run = runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
+        run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
                          cycle.record_of(context, handler_id, state))
         reason = str(outcome.exception) or repr(outcome.exception)
         retained = translation.guard(context, run, handler, reason, cause.logger)
@@ -211,7 +209,7 @@ class Patch:
         """A retained finalizer, released by the annotation a person set (the wake-up checked it)."""
         cause.logger.warning(f"{handler} is released by the annotation {context.keys.release!r}; "
                              f"the finalizer is no longer retained.")
-        run = runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings, record)
+        run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings, record)
         return translation.conclude(self.plugins, context, run, handler, cause,
                                     Fatal(record["reason"], on_delete="release"),
                                     KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))

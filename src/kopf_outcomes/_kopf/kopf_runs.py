@@ -23,7 +23,7 @@ from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, declared
-from kopf_outcomes.options import options_of as own_options
+from kopf_outcomes.options import attached_options as own_options
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
 # Per handler run: how the caller treats arbitrary exceptions (only plugins need it).
@@ -51,6 +51,7 @@ def resource_of(cause: Cause) -> ResourceRef | None:
 
 
 def options_of(plugins: PluginManager, handler: Handler, cause: Cause) -> HandlerOptions:
+    """The handler's options: its own, merged with a policy's and plugins' where there are any."""
     if not plugins.provides_options:  # the hot path: no policy, no options plugin
         return own_options(handler.fn) or NO_OPTIONS
     return engine.options(plugins, handler.fn, str(handler.id), resource_of(cause), cause.logger)
@@ -203,7 +204,7 @@ def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, re
     _set_sources(run, tuple.__new__(_Sources, (  # a named tuple's own __new__ is one Python call more
         handler, cause, retry, runtime, settings, previous,
         handler.errors if handler.errors is not None else default_errors.get(_TEMPORARY),
-        options_of(plugins, handler, cause) if plugins.provides_options or declared else NO_OPTIONS,
+        options_of(plugins, handler, cause),
         kind,
     )))
     return run
