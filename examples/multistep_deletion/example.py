@@ -6,7 +6,7 @@ the finalizer stays, nothing is logged as an error, and no API call is made whil
 When the external system calls back (it sets ``status.deletion.state`` or the annotation
 ``example.com/deletion``), the handler runs again at once and lets the object go.
 
-    EXTERNAL_SYSTEM_URL=http://127.0.0.1:8088 kopf run --standalone examples/multistep_deletion/operator.py
+    EXTERNAL_SYSTEM_URL=http://127.0.0.1:8088 kopf run --standalone examples/multistep_deletion/example.py
 """
 from __future__ import annotations
 
