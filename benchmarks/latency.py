@@ -30,8 +30,8 @@ from kopf_outcomes.client import signal
 
 STOCK_DELAY = 10.0
 OPERATORS = {
-    "stock": "examples/multistep_deletion/stock_operator.py",
-    "ours": "examples/multistep_deletion/operator.py",
+    "stock": "examples/multistep_deletion/stock_example.py",
+    "ours": "examples/multistep_deletion/example.py",
 }
 
 

@@ -18,7 +18,7 @@ from kopf_outcomes_testing import OperatorProcess, api_client, ensure_running
 from kopf_outcomes_testing.namespaces import create_namespace, delete_namespace
 
 ROOT = Path(__file__).resolve().parents[1]
-OPERATOR = ROOT / "examples" / "multistep_deletion" / "operator.py"
+OPERATOR = ROOT / "examples" / "multistep_deletion" / "example.py"
 NAME = "dist-check"
 
 

@@ -1,6 +1,7 @@
 """Sphinx configuration of the kopf-outcomes documentation (built by ``tox -e docs``)."""
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx_click",
+    "sphinx_copybutton",
     "policy_keys",
     "public_api",
     "optional_doc",
@@ -30,7 +32,15 @@ myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence", "deflist"]
 
 html_theme = "furo"
-html_title = "kopf-outcomes"
+# The version in the sidebar, under the title (furo shows html_title there).
+version = release = importlib.metadata.version("kopf-outcomes")
+html_title = f"kopf-outcomes {release}"
+html_static_path = ["_static"]
+html_css_files = ["readable.css"]
+# The copy button leaves out console prompts ("$ ") and the output after them.
+copybutton_prompt_text = r"\$ |>>> |\.\.\. "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True
 
 # Autodoc: the public names, in source order, with signatures typed as the code types them.
 autodoc_member_order = "bysource"
@@ -53,6 +63,7 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(tuple|dict|list|Mapping)\[.*"),
     (r"py:.*", r"(kopf|pluggy|logging|datetime|collections|typing|types|enum|os|pathlib|kubernetes_asyncio)(\..*)?"),
     (r"py:.*", r"PluginManager(\..*)?"),  # pluggy's docstring of the hookimpl marker
+    (r"py:.*", r"client\.ApiClient"),  # kubernetes_asyncio's, as client.signal's annotation names it
     (r"py:.*", r"(Any|Literal|Mapping|Sequence|Iterable|Collection|MutableMapping|NamedTuple|Exception)"),
     (r"py:.*", r"(None|NoneType|int|float|str|bool|object|dict|list|tuple|set|frozenset|type|BaseException)"),
 ]

@@ -135,8 +135,8 @@ def tables() -> dict[str, list[Key]]:
             table = None
             if expected == "a table" and _allowed((*path, name)) is not None:
                 table = walk((*path, name), name, held)
-            elif expected == "a table":
-                table = walk((*path, name, _NAME), f"{name}.*", held)
+            elif expected == "a table":  # `handlers` and `resources` hold scopes: the `scope` table
+                table = walk((*path, name, _NAME), "scope" if held is Scope else f"{name}.*", held)
             elif "array of tables" in expected:
                 table = walk((*path, name, 0), f"{name}[]", held)
             keys.append(Key(name, expected, default, table))
@@ -170,12 +170,14 @@ class PolicyKeys(SphinxDirective):
             logger.warning(f"policy-keys {location}: {name!r} is not a key of this table in the code",
                            location=self.get_location())
         self.env.domaindata.setdefault("policy_keys", {}).setdefault("shown", set()).add(location)
-        lines = ["| key | accepts | default | meaning |", "|---|---|---|---|"]
+        lines = ["| key | accepts | when unset everywhere | meaning |", "|---|---|---|---|"]
         for key in keys:
             accepts = key.expected.replace("|", "\\|")
             if key.table is not None:
                 accepts += f" (its keys: the `{key.table}` table on this page)"
-            lines.append(f"| `{key.name}` | {accepts} | {key.default} | {meanings.get(key.name, '')} |")
+            meaning, _, unset = meanings.get(key.name, "").partition("; unset: ")
+            default = unset or ("—" if key.default == "unset" else key.default)
+            lines.append(f"| `{key.name}` | {accepts} | {default} | {meaning} |")
         container = nodes.container(classes=["policy-keys"])
         self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]), self.content_offset, container)
         return [container]

@@ -12,7 +12,7 @@ work=$(mktemp -d) && cd "$work"
 eval "$(kopf-outcomes cluster env)"
 mkdir -p examples/multistep_deletion
 touch examples/__init__.py examples/multistep_deletion/__init__.py
-cp "$root"/examples/multistep_deletion/{external_system,stock_operator,operator}.py examples/multistep_deletion/
+cp "$root"/examples/multistep_deletion/{external_system,stock_example,example}.py examples/multistep_deletion/
 cp "$root/examples/obj.yaml" obj.yaml
 ns=tutorial-$RANDOM
 show() { echo "\$ $*"; "$@"; }
@@ -47,7 +47,7 @@ story() {  # $1: the operator file, $2: a tag for the output files
 }
 {
   show kubectl create namespace "$ns"
-  story examples/multistep_deletion/stock_operator.py stock
-  story examples/multistep_deletion/operator.py pending
+  story examples/multistep_deletion/stock_example.py stock
+  story examples/multistep_deletion/example.py pending
 } | tee "$out/transcript.txt"
 echo "recorded in $out" >&2

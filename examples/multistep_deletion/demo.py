@@ -90,9 +90,9 @@ async def main() -> None:
     api = await config.new_client_from_config(config_file=str(info.admin_kubeconfig))
     async with api:
         stock = await tell(info, api, f"Stock Kopf: TemporaryError(delay={STOCK_POLL_DELAY}) polling",
-                           "examples/multistep_deletion/stock_operator.py")
+                           "examples/multistep_deletion/stock_example.py")
         ours = await tell(info, api, "kopf-outcomes: Pending, woken by the callback",
-                          "examples/multistep_deletion/operator.py")
+                          "examples/multistep_deletion/example.py")
     for story in (stock, ours):
         print(f"\n=== {story.title} ===")
         print("\n".join(story.lines))

@@ -33,23 +33,29 @@ def callback_done(status: kopf.Status, annotations: kopf.Annotations) -> bool:
     return state == "done" or annotations.get(CALLBACK_ANNOTATION) == "done"
 
 
-async def start_external_deletion(namespace: str, name: str) -> None:
-    """The operator's side: ask the external system (at $EXTERNAL_SYSTEM_URL) to start."""
+async def start_external_deletion(namespace: str, name: str, request_id: str | None = None) -> None:
+    """
+    The operator's side: ask the external system (at $EXTERNAL_SYSTEM_URL) to start. A request
+    with the ``request_id`` of an earlier one starts nothing new (a repeat after a crash).
+    """
     url = os.environ["EXTERNAL_SYSTEM_URL"]
+    request = {"namespace": namespace, "name": name, "request_id": request_id}
     async with aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/start", json={"namespace": namespace, "name": name}) as rsp:
+        async with session.post(f"{url}/start", json=request) as rsp:
             rsp.raise_for_status()
 
 
 @dataclasses.dataclass
 class ExternalSystem:
-    """The system: records every start, calls back after ``delay`` (None: only when told to)."""
+    """The system: records every start request, calls back after ``delay`` (None: only when told
+    to), once per ``request_id``."""
 
     kubeconfig: str | None = None
     delay: float | None = 3.0
     via: Via = "status"
     starts: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     callbacks: dict[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+    request_ids: set[str] = dataclasses.field(default_factory=set)
     _tasks: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
 
     async def call_back(self, namespace: str, name: str) -> None:
@@ -76,6 +82,11 @@ class ExternalSystem:
         data = await request.json()
         key = (str(data["namespace"]), str(data["name"]))
         self.starts.append(key)
+        request_id = data.get("request_id")
+        if request_id is not None and request_id in self.request_ids:
+            return web.json_response({"started": False, "repeated": request_id})
+        if request_id is not None:
+            self.request_ids.add(str(request_id))
         if self.delay is not None:
             task = asyncio.create_task(self._later(*key, self.delay))
             self._tasks.add(task)

@@ -35,28 +35,34 @@ def decide(plugins: PluginManager, run: HandlerRun, *, result: object = None,
         reading = builtin.stock_reading(run, result=result, exception=exception)
         return None if reading.stock else reading.outcome
     origin = exception if exception is not None else result
+    hook_name: str | None = None  # the hook being called: the one named if it blocks the loop
     started = time.monotonic()
     try:
         if isinstance(origin, Outcome):  # the handler's own decision: nothing to classify
             outcome = origin
         elif exception is None:
+            hook_name = "kopf_outcomes_classify_result"
             outcome = plugins.classify_result_by_plugins(run=run, result=result)
-            _check(plugins, outcome, "kopf_outcomes_classify_result")
+            _check(plugins, outcome, hook_name)
         else:
+            hook_name = "kopf_outcomes_classify_exception"
             outcome = plugins.classify_exception_by_plugins(run=run, exception=exception)
-            _check(plugins, outcome, "kopf_outcomes_classify_exception")
+            _check(plugins, outcome, hook_name)
+        if hook_name is not None:
+            started = _timed(plugins, run, hook_name, started)
         stock = None
         if outcome is None:
             outcome, is_stock = builtin.stock_reading(run, result=result, exception=exception)
             stock = outcome if is_stock else None
         decision = Decision(outcome=outcome, origin=origin, stock_reading=stock)
+        hook_name = "kopf_outcomes_adjust_outcome"
         plugins.hook.kopf_outcomes_adjust_outcome(run=run, decision=decision)
-        _check(plugins, decision.outcome, "kopf_outcomes_adjust_outcome", optional=False)
+        _check(plugins, decision.outcome, hook_name, optional=False)
     except BaseException as e:  # noqa: B036 -- see the module's docstring
         return contained(plugins, run, e)
     finally:
-        if (seconds := time.monotonic() - started) > SLOW_HOOK:
-            _report_slow(plugins, run, "kopf_outcomes_adjust_outcome", seconds)
+        if hook_name is not None:
+            _timed(plugins, run, hook_name, started)
     return None if decision.stock else decision.outcome
 
 
@@ -121,6 +127,14 @@ class _Snapshot(NamedTuple):
 
 
 SLOW_HOOK = 0.5  # seconds: every other object waits while a hook blocks the event loop
+
+
+def _timed(plugins: PluginManager, run: HandlerRun, hook_name: str, started: float) -> float:
+    """Report the hook if it blocked the loop since ``started``; return the time now."""
+    now = time.monotonic()
+    if now - started > SLOW_HOOK:
+        _report_slow(plugins, run, hook_name, now - started)
+    return now
 
 
 def _report_slow(plugins: PluginManager, run: HandlerRun, hook_name: str, seconds: float) -> None:

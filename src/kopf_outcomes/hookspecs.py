@@ -1,15 +1,19 @@
 """
 Hook specifications: the ways plugins take part in deciding what a handler run means.
 
-A run goes through the hooks in this order:
+Seven hooks. A run goes through the first five in this order:
 
 1. ``kopf_outcomes_handler_options`` — once per handler and resource kind, cached.
-2. ``kopf_outcomes_classify_result`` or ``kopf_outcomes_classify_exception`` — the first
-   plugin that returns an outcome decides; the built-ins reproduce stock Kopf and run last.
+2. ``kopf_outcomes_classify_result`` or ``kopf_outcomes_classify_exception`` — first result:
+   the first plugin that returns an outcome decides; the built-ins reproduce stock Kopf and run last.
 3. ``kopf_outcomes_adjust_outcome`` — every plugin may replace the decided outcome.
 4. ``kopf_outcomes_observe_outcome`` — every plugin is told the final outcome and may add
    to the object's patch (never make API calls of its own: the patch is applied by Kopf,
    together with Kopf's own changes, in one request).
+
+Beside the runs: ``kopf_outcomes_observe_object`` tells every plugin which handlers of an object
+wait, once per processing cycle; ``kopf_outcomes_owned_fields`` asks each plugin, once, which
+fields it writes (they never wake a parked handler).
 
 Every hook is called inside Kopf's event loop, on every handler run: implementations must be
 plain (never ``async def``: such a plugin is refused at registration, with its name), quick, and

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kopf_outcomes import _kopf, misuse
+from kopf_outcomes import events as outcome_events
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory
@@ -29,6 +30,7 @@ def install(
     allow: Iterable[str] | None = None,
     deny: Iterable[str] = (),
     policy: Policy | str | os.PathLike[str] | None = None,
+    events: bool = True,
 ) -> PluginManager:
     """
     Patch Kopf process-wide. Idempotent: a second call only registers new ``plugins``.
@@ -39,6 +41,8 @@ def install(
     (or to a ``pyproject.toml`` with ``[tool.kopf-outcomes]``); without it, the file named by
     the environment variable ``KOPF_OUTCOMES_POLICY`` is used, if set. An invalid policy, an
     unsupported Kopf or an unusable plugin raises at once, before anything is patched.
+    ``events``: post each conclusion as a Kubernetes Event with a reason of its own
+    (see the Observability page); False (or ``KOPF_OUTCOMES_EVENTS=0``) leaves them to Kopf.
     """
     global _patch
     policy_plugin = _policy_plugin(policy)  # an invalid policy fails before anything is patched
@@ -54,7 +58,9 @@ def install(
         _patch = _kopf.Wrappers(manager)
         _patch.attach()
         misuse.installed(True)
+        outcome_events.enable(events)
         return manager
+    outcome_events.enable(events)
     manager = _patch.plugins
     if policy_plugin is not None:
         manager.replace(policy_plugin, name=policy_plugin.name)
@@ -82,6 +88,7 @@ def uninstall() -> None:
     global _patch
     if _patch is not None:
         _patch.detach()
+        outcome_events.enable(False)
         _patch = None
         misuse.installed(False)
 

@@ -17,11 +17,11 @@ import os
 import types
 from collections.abc import Callable, Iterable, MutableMapping
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 
-from kopf_outcomes import builtin, hookspecs
+from kopf_outcomes import answers, builtin, hookspecs
 from kopf_outcomes.errors import PluginError
 from kopf_outcomes.options import HandlerOptions
 from kopf_outcomes.outcomes import Outcome
@@ -179,7 +179,10 @@ class PluginManager(pluggy.PluginManager):
         merged = HandlerOptions()
         for answer in self.hook.kopf_outcomes_handler_options(handler_id=handler_id, resource=resource):
             if not isinstance(answer, HandlerOptions):
-                raise TypeError(f"kopf_outcomes_handler_options returned {answer!r}, expected HandlerOptions")
+                culprit = answers.wrong_answerer(self, "kopf_outcomes_handler_options", answers.not_options,
+                                                 handler_id=handler_id, resource=resource)
+                raise answers.WrongAnswerError(culprit, f"kopf_outcomes_handler_options returned {answer!r},"
+                                                        f" expected HandlerOptions")
             merged = merged.merged(answer)
         self._options[key] = merged
         return merged
@@ -187,14 +190,21 @@ class PluginManager(pluggy.PluginManager):
     def owned_fields(self) -> tuple[str, ...]:
         """The field paths plugins write. May raise: callers contain it."""
         if self._owned_fields is None:
-            fields = tuple(field for answer in self.hook.kopf_outcomes_owned_fields() for field in answer)
-            if not all(isinstance(field, str) for field in fields):
-                raise TypeError(f"kopf_outcomes_owned_fields gave {fields!r}, expected field paths")
-            self._owned_fields = fields
+            fields: list[str] = []
+            for answer in map(answers.listed, self.hook.kopf_outcomes_owned_fields()):
+                if answers.not_field_paths(answer):
+                    culprit = answers.wrong_answerer(self, "kopf_outcomes_owned_fields", answers.not_field_paths)
+                    raise answers.WrongAnswerError(culprit, f"kopf_outcomes_owned_fields gave {answer!r},"
+                                                            f" expected field paths such as ['status.conditions']")
+                fields.extend(cast(list[str], answer))
+            self._owned_fields = tuple(fields)
         return self._owned_fields
 
     def culprit(self, error: BaseException) -> str:
-        """Name the plugin whose hook implementation raised ``error`` (from its traceback)."""
+        """Name the plugin whose hook implementation raised ``error`` (from its traceback), or
+        that gave the wrong answer a :class:`WrongAnswerError` is about."""
+        if isinstance(error, answers.WrongAnswerError):
+            return error.culprit
         codes: dict[types.CodeType, str] = {}
         for name, plugin in self.list_name_plugin():
             for caller in self.get_hookcallers(plugin) or ():

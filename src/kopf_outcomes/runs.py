@@ -42,9 +42,9 @@ class HandlerRun:
 
     The runs that hooks get read their fields from Kopf's objects when a hook asks (most
     observers read few of them): read what you need inside the hook, as a run kept for later
-    reads ``runtime`` and ``deleting`` later. ``_asdict()`` and ``_replace()`` remain from the
-    named tuple that HandlerRun was; a run is no longer a tuple (no indexing, no unpacking, no
-    hashing).
+    reads ``runtime`` and ``deleting`` later. ``_asdict()`` gives the fields as a dict and
+    ``_replace(**changes)`` a copy with some of them changed; a run is not a tuple (no indexing,
+    no unpacking, no hashing).
     """
 
     handler_id: str

@@ -101,3 +101,30 @@ def test_progress_read_ignores_what_is_not_progress():
     found = body({"kopf.zalando.org/last-handled-configuration": '{"spec": {}}',
                   "kopf.zalando.org/touch-dummy": "2026", "kopf.zalando.org/kopf-managed": "yes"})
     assert progress.read(found, []) == {}
+
+
+def test_the_next_run_of_a_recheck_comes_from_the_memory_not_kopfs_stale_delay():
+    # Pending(recheck=5) since 11:59:02; Kopf's `delayed` was written once, for the first recheck,
+    # and is not updated while the conclusion holds (rechecks write nothing): at 12:00:00 it is
+    # long past, while the grid since + k * 5 s says 12:00:02.
+    found = body()
+    kopf_progress(kopf.AnnotationsProgressStorage(), "delete_fn",
+                  {"started": "2026-12-02T11:59:02", "delayed": "2026-12-02T11:59:07", "retries": 1,
+                   "success": False, "failure": False, "message": "waiting"}, found)
+    record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=False, depends_on=None,
+                           recheck=5.0)
+    record["since"] = "2026-12-02T11:59:02+00:00"
+    found["metadata"]["annotations"][memory.MEMORY_ANNOTATION] = json.dumps({"delete_fn": record})
+    got = report(KIND, found, now=NOW)
+    assert got["handlers"][0]["nextRecheck"] == "2026-12-02T12:00:02+00:00"
+    row = render.why(got).splitlines()[-1]
+    assert row.split()[-1] == "2026-12-02T12:00:02Z", row
+    # A moment later the next grid point, not the one that has passed.
+    later = report(KIND, found, now=NOW + datetime.timedelta(seconds=3))
+    assert later["handlers"][0]["nextRecheck"] == "2026-12-02T12:00:07+00:00"
+
+
+def test_a_parked_pending_has_no_recheck():
+    record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=True, depends_on=None)
+    found = body({memory.MEMORY_ANNOTATION: json.dumps({"delete_fn": record})})
+    assert report(KIND, found, now=NOW)["handlers"][0]["nextRecheck"] is None

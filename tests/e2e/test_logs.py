@@ -4,14 +4,12 @@ Outcome details as structured fields of Kopf's JSON log (``kopf run --log-format
 Kopf's JSON formatter (python-json-logger) writes every attribute of a log record that is not a
 standard one: fields passed with ``extra=`` become JSON fields. The first test shows that on the
 real operator; the second checks the core's outcome lines, the retained finalizer included. The
-third is the Events with a reason per outcome that the core does not post yet (see the issue-13
-report): it flips to a failure, as a reminder to drop its marker, once the core does.
+third: the Kubernetes Events with a reason per outcome (kopf_outcomes.events).
 """
 from __future__ import annotations
 
+import asyncio
 import json
-
-import pytest
 
 from tests.e2e.conftest import create_example
 from tests.e2e.test_outcomes import start_deleting
@@ -65,24 +63,43 @@ async def test_outcome_lines_carry_the_outcome_as_fields(objects, namespace, ope
         assert (lines["r"]["severity"], lines["f"]["severity"]) == ("warn", "error")
 
 
-@pytest.mark.xfail(strict=True, reason="outcome lines are posted as Kopf's generic 'Logging' Events (issue 13)")
 async def test_outcome_events_have_a_reason_per_outcome(api, objects, namespace, operator):
+    """Pending → callback → gone shows Pending then Succeeded; Retry, Fatal with the finalizer
+    retained have their own reasons; the type follows the level; a quiet recheck posts none;
+    no outcome line is posted again as Kopf's generic Logging Event."""
     from kubernetes_asyncio import client
 
     from tests.e2e.conftest import eventually
 
-    async def reasons(name: str) -> set[tuple[str, str]]:
+    async def events(name: str) -> list[tuple[str, str]]:
         listing = await client.CoreV1Api(api).list_namespaced_event(
             namespace, field_selector=f"involvedObject.name={name}")
-        return {(e.type, e.reason) for e in listing.items if "delete_fn" in (e.message or "")}
+        return [(e.type, e.reason) for e in listing.items if "delete_fn" in (e.message or "")]
+
+    async def reasons(name: str) -> set[tuple[str, str]]:
+        return set(await events(name))
 
     # This operator posts log lines as Events (settings.posting.loggers on Kopf >= 1.45).
     async with operator("tests/e2e/operators/outcomes_operator.py"):
         await start_deleting(objects, namespace, "p", {"onDelete": "pending"})
         await start_deleting(objects, namespace, "r", {"onDelete": "retry-warning"})
         await start_deleting(objects, namespace, "f", {"onDelete": "fatal-retain"})
-        for name in ("p", "r", "f"):
+        await start_deleting(objects, namespace, "q", {"onDelete": "pending-recheck"})
+        for name in ("p", "r", "f", "q"):
             await eventually(lambda name=name: reasons(name), what=f"{name}'s events")
         assert await reasons("p") == {("Normal", "Pending")}
         assert ("Warning", "Retrying") in await reasons("r")
         assert await reasons("f") == {("Error", "FinalizerRetained")}
+        # The callback: p's state changes, the handler succeeds, the object goes.
+        await objects.patch_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "p",
+                                                     {"spec": {"onDelete": "success"}},
+                                                     _content_type="application/merge-patch+json")
+        await eventually(lambda: reasons_has(events, "p", ("Normal", "Succeeded")), what="p's Succeeded Event")
+        assert sorted(set(await events("p"))) == [("Normal", "Pending"), ("Normal", "Succeeded")]
+        # Pending(recheck=1) has run again every second since, quietly: one Pending Event, no more.
+        await asyncio.sleep(4)
+        assert await events("q") == [("Normal", "Pending")]
+
+
+async def reasons_has(events, name: str, wanted: tuple[str, str]) -> bool:
+    return wanted in await events(name)

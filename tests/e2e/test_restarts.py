@@ -6,7 +6,7 @@ import asyncio
 from examples.multistep_deletion.external_system import ExternalSystem
 from tests.e2e.conftest import create_example, eventually, get_example
 
-OPERATOR = "examples/multistep_deletion/operator.py"
+OPERATOR = "examples/multistep_deletion/example.py"
 NAMES = ["k1", "k2", "k3"]
 
 

@@ -10,7 +10,7 @@ from examples.multistep_deletion.external_system import ExternalSystem
 from kopf_outcomes_testing.process import summary
 from tests.e2e.conftest import create_example, eventually, get_example
 
-OPERATOR = "examples/multistep_deletion/operator.py"
+OPERATOR = "examples/multistep_deletion/example.py"
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 
 

@@ -89,9 +89,11 @@ def test_check_policy_syntax_error(tmp_path: Path) -> None:
 
 
 def test_check_policy_missing_file(tmp_path: Path) -> None:
+    # A usage error (exit 2) that says the file is missing; not "invalid policy, 1 problem".
     result = invoke(check_policy, tmp_path / "missing.toml")
-    assert result.exit_code == 1
-    assert "cannot read the policy file" in result.stderr
+    assert result.exit_code == 2
+    assert "missing.toml' does not exist" in result.stderr
+    assert "invalid policy" not in result.stderr
 
 
 def test_check_policy_pyproject(tmp_path: Path) -> None:

@@ -62,7 +62,8 @@ def why(report: Mapping[str, Any]) -> str:
         record, kp = handler.get("memory") or {}, handler.get("progress") or {}
         rows.append([handler["id"], handler["state"], record.get("reason") or kp.get("message") or "",
                      short(record.get("since")), str(kp.get("retries", "-")), short(kp.get("started")),
-                     _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"))])
+                     _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"),
+                               handler.get("nextRecheck"))])
     lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
     for handler in handlers:
         if handler.get("release"):
@@ -96,8 +97,12 @@ def short(stamp: str | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else (stamp or "-")
 
 
-def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None) -> str:
-    """When it runs again: Kopf's timer, or for a parked handler what wakes it (the memory's scope)."""
+def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None,
+              next_recheck: str | None = None) -> str:
+    """When it runs again: a recheck's next grid point (from the memory), Kopf's timer, or for a
+    parked handler what wakes it (the memory's scope)."""
+    if next_recheck is not None:
+        return short(next_recheck)
     moment = _parse(delayed)
     now = datetime.datetime.now(datetime.timezone.utc)
     if state in ("pending", "retained") and moment is not None and (moment - now).total_seconds() > PARKED_AFTER:

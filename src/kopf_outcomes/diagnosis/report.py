@@ -7,9 +7,12 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from kopf_outcomes import memory
+
+# The recheck grid (since + k * recheck) as the operator schedules it: one rule, not a copy.
+from kopf_outcomes._kopf.requeue import next_due
 from kopf_outcomes.diagnosis import progress
 from kopf_outcomes.diagnosis.kube import Kind
 
@@ -49,6 +52,7 @@ def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "
             "memory": record,
             "progress": kopf_progress,
             "release": release_command(kind, body, handler_id, finalizer) if state == "retained" else None,
+            "nextRecheck": next_recheck(record, now),
         })
     retained = [h["id"] for h in handlers if h["state"] == "retained"]
     deleted_at = metadata.get("deletionTimestamp")
@@ -64,6 +68,15 @@ def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "
                         else []} for name in metadata.get("finalizers") or []],
         "handlers": handlers,
     }
+
+
+def next_recheck(record: Mapping[str, Any] | None, now: datetime.datetime) -> str | None:
+    """When a ``Pending(recheck=...)`` runs next, from the memory (ISO 8601, UTC), else None.
+    Kopf's own ``delayed`` is not updated between unchanged rechecks: it may be long past."""
+    if record is None or record.get("outcome") != "pending" or not record.get("recheck"):
+        return None
+    due = next_due(cast(memory.MemoryRecord, record), now)
+    return due.astimezone(datetime.timezone.utc).isoformat() if due is not None else None
 
 
 def _state(record: Mapping[str, Any] | None, kopf_progress: Mapping[str, Any] | None) -> str:

@@ -24,7 +24,8 @@ from kopf_outcomes.policy.plugin import PolicyPlugin, describe_threshold
 from kopf_outcomes.policy.validation import resolve_exception
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
-_FILE = click.Path(dir_okay=False, path_type=Path)
+# A missing file is a usage error (exit 2, "does not exist"), not an invalid policy.
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.command("check-policy")
@@ -60,12 +61,14 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
             exception_name: str | None, message: str | None, result: str | None,
             deleting: bool, retry: int, runtime: float) -> None:
     """Show which rule decides a handler run under a policy, and the outcome."""
+    # Every usage error before any output: the exception's name and the resource first.
     if (exception_name is None) == (result is None):
         raise click.UsageError("give exactly one of --exception or --result")
+    ref = _resource(resource, kind)
+    exception = _exception(exception_name, message) if exception_name is not None else None
     plugin = PolicyPlugin(load_or_exit(policy_file))
     plugins = PluginManager()
     plugins.register(plugin, name=plugin.name)
-    ref = _resource(resource, kind)
     # A resource handler runs for an object: then a failing plugin shows as a Retry, as it would.
     body = {"metadata": {"name": "(explain)"}} if ref is not None else None
     run = HandlerRun(
@@ -80,8 +83,7 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
         click.echo(f"option:      {name} = {json.dumps(getattr(run.options, name))} ({where})")
 
     origin: object
-    if exception_name is not None:
-        exception = _exception(exception_name, message)
+    if exception is not None:
         origin = exception
         found = plugin.resolver.match(handler_id, ref, type(exception))
         click.echo(f"exception:   {exception_name}({'' if message is None else repr(message)})")

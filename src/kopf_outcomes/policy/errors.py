@@ -134,3 +134,38 @@ def _paths(node: object) -> Iterable[KeyPath]:
             yield (index,)
             for sub in _paths(value):
                 yield (index, *sub)
+
+
+def deepest_line(text: str) -> int:
+    """The line where arrays and inline tables nest deepest (strings and comments left out):
+    where a file that the parser cannot descend into goes too deep."""
+    depth = deepest = 0
+    line = where = 1
+    quote = None
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\n":
+            line += 1
+            if quote is not None and len(quote) == 1:
+                quote = None  # a one-line string ends with its line (an error the parser reports)
+        elif quote is not None:
+            if char == "\\" and quote[0] == '"':
+                index += 1
+            elif text.startswith(quote, index):
+                index += len(quote) - 1
+                quote = None
+        elif char == "#":
+            end = text.find("\n", index)
+            index = len(text) if end < 0 else end - 1
+        elif char in "\"'":
+            quote = char * 3 if text.startswith(char * 3, index) else char
+            index += len(quote) - 1
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, line
+        elif char in "]}":
+            depth -= 1
+        index += 1
+    return where

@@ -18,7 +18,7 @@ from typing import Any
 
 from kopf_outcomes import values
 from kopf_outcomes.policy import _toml, validation
-from kopf_outcomes.policy.errors import KeyPath, PolicyError, Problem, render
+from kopf_outcomes.policy.errors import KeyPath, PolicyError, Problem, deepest_line, render
 from kopf_outcomes.policy.model import (
     OUTCOME_NAMES,
     Backoff,
@@ -49,9 +49,15 @@ def load_policy(source: Policy | str | os.PathLike[str], *, import_names: bool =
         return source
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        raw = path.read_bytes()
+    except OSError as e:
         raise PolicyError(str(path), [f"{path}: cannot read the policy file: {e}"]) from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # located as TOML errors are: by line and column, not byte offset
+        line, column = raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)
+        raise PolicyError(str(path), [f"{path}, line {line}: not UTF-8: byte {raw[e.start]:#04x} at column "
+                                      f"{column} ({e.reason}); a TOML file is UTF-8"]) from e
     return loads_policy(text, source=str(path), pyproject=path.name == "pyproject.toml", import_names=import_names)
 
 
@@ -62,10 +68,11 @@ def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False
     try:
         document = _toml.loads(text)
     except (_toml.TOMLDecodeError, RecursionError) as e:
-        message = str(e) if isinstance(e, _toml.TOMLDecodeError) else "nested too deeply"
+        message = str(e) if isinstance(e, _toml.TOMLDecodeError) else "arrays or tables nested too deeply"
         found = re.search(r"at line (\d+)", message)
         line = (found.group(1) if found
-                else text.count("\n") + 1 if "at end of document" in message else None)
+                else text.count("\n") + 1 if "at end of document" in message
+                else deepest_line(text) if isinstance(e, RecursionError) else None)
         head = f"{source}, line {line}" if line is not None else source
         raise PolicyError(source, [f"{head}: TOML syntax error: {message}"]) from e
     except ValueError:  # numbers of over 4,300 digits: Python refuses to convert them

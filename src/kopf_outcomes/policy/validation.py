@@ -50,7 +50,7 @@ def resolve_exception(name: str) -> type[Exception]:
                 failure = f"cannot import {e.name!r} ({e})"  # not a module: try a shorter one
                 continue
             raise ValueError(f"importing {module_name!r} failed: {e}") from e
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # a module that exits at import (a __main__) is a problem too
             raise ValueError(f"importing {module_name!r} failed: {type(e).__name__}: {e}") from e
         for attribute in parts[split:]:
             if not hasattr(found, attribute):

@@ -4,7 +4,7 @@ A Kopf operator as a real process (``kopf run``), with its JSON log read back as
 Tests that claim behaviour (log levels, finalizers, restarts) run the operator the way users
 do; a real process can also be killed with SIGKILL in the middle of its work.
 
-    async with OperatorProcess("operator.py", namespace, kubeconfig=path) as op:
+    async with OperatorProcess("example.py", namespace, kubeconfig=path) as op:
         ...
         record = await op.wait_for(lambda r: "is pending" in r.message)
 """

@@ -138,7 +138,7 @@ def kopf_operator(k8s_cluster: ClusterInfo) -> KopfOperatorFactory:
     operator logs in via ``KUBECONFIG`` as the admin; pass a registry from
     :func:`kopf_outcomes_testing.operator_registry` to choose the user. Example::
 
-        with kopf_operator("operator.py", namespace=k8s_namespace) as runner:
+        with kopf_operator("example.py", namespace=k8s_namespace) as runner:
             ...  # the operator runs here
         assert runner.exit_code == 0, runner.output
     """

@@ -1,0 +1,72 @@
+"""
+Kubernetes Events with a reason per outcome, instead of Kopf's generic ``Logging``.
+
+The core logs each conclusion once through Kopf's per-object logger, with the outcome as a field
+of the record (``outcome``: success, pending, retry, retained, fatal). A filter on Kopf's
+``kopf.objects`` logger posts such a record as an Event through Kopf's public ``kopf.event()``,
+with a reason of its own (:data:`REASONS`) and the type Kopf gives the level (INFO ``Normal``,
+WARNING ``Warning``, ERROR ``Error``), and marks the record so that Kopf does not post it again
+as ``Logging``. A conclusion that holds is logged at DEBUG (a quiet recheck), below Kopf's
+posting level (``settings.posting.level``, INFO by default): it posts nothing.
+
+Records of stock Kopf (no ``outcome`` field) are left as they are. ``install(events=False)`` or
+``KOPF_OUTCOMES_EVENTS=0`` turns this off: the lines are then posted as Kopf posts log lines.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, cast
+
+import kopf
+
+REASONS = {
+    "success": "Succeeded",
+    "pending": "Pending",
+    "retry": "Retrying",
+    "retained": "FinalizerRetained",
+    "fatal": "Failed",
+}
+LOGGER = "kopf.objects"  # Kopf's per-object logger: every outcome line goes through it
+
+
+def event_type(level: int) -> str:
+    """Kopf's own mapping of a log level to an Event type (its K8sPoster's)."""
+    return ("Normal" if level <= logging.INFO else "Warning" if level <= logging.WARNING
+            else "Error" if level <= logging.ERROR else "Fatal")
+
+
+class OutcomeEvents(logging.Filter):
+    """Posts outcome lines as Events with their reason; never drops a record from the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        reason = REASONS.get(str(getattr(record, "outcome", "")))
+        ref = getattr(record, "k8s_ref", None)
+        settings = getattr(record, "settings", None)
+        if reason is None or not isinstance(ref, dict) or getattr(record, "k8s_skip", False):
+            return True
+        posting = getattr(settings, "posting", None)
+        if posting is None or record.levelno < posting.level:
+            return True  # nothing to post: as Kopf would do
+        body = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
+                "metadata": {"name": ref.get("name"), "uid": ref.get("uid"), "namespace": ref.get("namespace")}}
+        try:
+            kopf.event(kopf.Body(cast(Any, body)), type=event_type(record.levelno), reason=reason,
+                       message=record.getMessage())
+        except LookupError:  # outside an operator's tasks (no event queue): leave it to Kopf
+            return True
+        record.k8s_skip = True  # not also as Kopf's generic "Logging" Event
+        return True
+
+
+_FILTER = OutcomeEvents()
+
+
+def enable(on: bool) -> None:
+    """Post outcome Events (unless ``KOPF_OUTCOMES_EVENTS=0``), or stop posting them. Idempotent."""
+    logger = logging.getLogger(LOGGER)
+    if on and os.environ.get("KOPF_OUTCOMES_EVENTS", "1") != "0":
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    else:
+        logger.removeFilter(_FILTER)
