@@ -101,7 +101,7 @@ def guard(cycle: Cycle, run: HandlerRun, handler: Handler, reason: str,
     if not retains(cycle.kind, run.reason, on_delete, run.options):
         return None
     name = (run.body or {}).get("metadata", {}).get("name", "")
-    logger.log(level, f"{handler} failed permanently: {reason}. The finalizer is retained; to release "
+    logger.log(level, f"{handler} failed permanently: {reason.rstrip('.')}. The finalizer is retained; to release "
                       f"the object, annotate it: {cycle.keys.release}={handler.id} (object {name!r}).",
                extra=fields(handler, "retained", reason))
     return KopfOutcome(final=False, exception=Retained(reason), delay=PARKED_DELAY)
