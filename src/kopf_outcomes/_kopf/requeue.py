@@ -10,6 +10,14 @@ missed while the operator was down runs at the next grid point, at most one inte
 Between two runs the object's worker sleeps in Kopf's ``apply`` (as Kopf's own delays do, woken
 early by any new event of the object), and then puts the object's last event back into its own
 queue: the next run costs a read of nothing and a write of nothing.
+
+The requeue obeys Kopf's pause (peering: a replica of higher priority is active, or the peering
+CRD is missing). Kopf pauses by closing the watch streams (every supported version) and, since
+1.44.1, by telling the processor too; neither stops a worker that puts an event into its own queue.
+So a paused replica queues no recheck, and one queued before the pause is dropped when taken out
+during it: the paused replica runs no handler and makes no write. On resume, Kopf lists every
+object again, and its cycle schedules the rechecks anew from the memory: at the next grid point,
+as after a restart (or the active replica runs them, from the same memory, after a takeover).
 """
 from __future__ import annotations
 
@@ -19,21 +27,37 @@ import dataclasses
 import datetime
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from kopf_outcomes.memory import MemoryRecord
 
 TOLERANCE = 0.5  # seconds: a grid point this close is due now
 
 
+class Pause(Protocol):
+    """Kopf's ``operator_paused`` toggle set (``aiotoggles.ToggleSet``): on while the operator is paused."""
+
+    def is_on(self) -> bool: ...
+
+
+class Requeued(dict[str, Any]):
+    """The object's last event, queued again by a recheck (not by Kopf's watch stream)."""
+
+
 @dataclasses.dataclass
 class Stream:
-    """The object's own queue of events, and the event being processed now."""
+    """The object's own queue of events, the event being processed now, and Kopf's pause."""
 
     backlog: asyncio.Queue[Any]
     raw_event: Mapping[str, Any]
+    pause: Pause | None = None
+
+    def paused(self) -> bool:
+        return self.pause is not None and self.pause.is_on()
 
 
+# Set by the watcher of a resource (Kopf passes it the pause), inherited by its workers' tasks.
+_pause: contextvars.ContextVar[Pause | None] = contextvars.ContextVar("kopf_outcomes_pause", default=None)
 _stream: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("kopf_outcomes_stream", default=None)
 # Set by a cycle, read by apply() in the same task: when the rechecking handlers are due next.
 recheck_deadlines: contextvars.ContextVar[tuple[float, ...]] = contextvars.ContextVar(
@@ -74,14 +98,34 @@ def take() -> tuple[float, ...]:
     return deadlines
 
 
+def wrap_watcher(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """Kopf's watcher of a resource, whose workers learn Kopf's pause (every supported Kopf passes it)."""
+    async def watcher(**kwargs: Any) -> None:
+        _pause.set(kwargs.get("operator_paused"))  # in the watcher's own task: its workers inherit it
+        await original(**kwargs)
+    return watcher
+
+
+def pause_of(processor: Any) -> Pause | None:
+    """The pause of this worker: its watcher's, or else the processor's (Kopf >= 1.44.1 binds it there)."""
+    pause = _pause.get()
+    if pause is None:
+        pause = (getattr(processor, "keywords", None) or {}).get("operator_paused")
+    return pause
+
+
 def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
     """Kopf's per-object worker, with the object's queue and current event known to apply()."""
     async def worker(**kwargs: Any) -> None:
         stream = kwargs["streams"][kwargs["key"]]
         processor = kwargs["processor"]
+        pause = pause_of(processor)
 
         async def processing(**processor_kwargs: Any) -> Any:
-            token = _stream.set(Stream(stream.backlog, processor_kwargs["raw_event"]))
+            raw_event = processor_kwargs["raw_event"]
+            if raw_event.__class__ is Requeued and pause is not None and pause.is_on():
+                return None  # a recheck queued before the pause: not this replica's to run now
+            token = _stream.set(Stream(stream.backlog, raw_event, pause))
             try:
                 return await processor(**processor_kwargs)
             finally:
@@ -106,5 +150,7 @@ async def sleep_and_requeue(deadline: float, pressure: asyncio.Event | None) -> 
                 return  # a new event came: it runs the cycle, which schedules anew
             except asyncio.TimeoutError:
                 pass
+    if stream.paused():
+        return  # Kopf lists the object again on resume; its cycle schedules the recheck anew
     if stream.backlog.empty():
-        stream.backlog.put_nowait(stream.raw_event)
+        stream.backlog.put_nowait(Requeued(stream.raw_event))

@@ -9,6 +9,7 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
 - ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object;
   rechecks sleep there and run again without a write (:mod:`.requeue`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
+- ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
 """
 from __future__ import annotations
 
@@ -67,12 +68,14 @@ class Patch:
             (execution, "execute_handlers_once"): execution.execute_handlers_once,
             (application, "apply"): application.apply,
             (queueing, "worker"): queueing.worker,
+            (queueing, "watcher"): queueing.watcher,
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
         self._execute_handler_once = execution.execute_handler_once
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker)
+        self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
 
     def attach(self) -> None:
         for module, name in self.originals:
