@@ -5,7 +5,9 @@ before runs again from the operator's memory, not through Kopf's stored delay an
 The schedule is a grid anchored where the conclusion began: ``since + k * recheck`` (both stored
 once, in the handler's memory, when the conclusion first holds), so it survives a restart without
 a write: after one, a handler runs at its next grid point, not at once and not never. A recheck
-missed while the operator was down runs at the next grid point, at most one interval late.
+missed while the operator was down runs at the next grid point, at most one interval late; one
+that has just passed when a replica lists the objects (a restart, a resume, a takeover) is not run
+again: the replica that was active ran it.
 
 Between two runs the object's worker sleeps in Kopf's ``apply`` (as Kopf's own delays do, woken
 early by any new event of the object), and then puts the object's last event back into its own
@@ -79,9 +81,17 @@ def next_due(record: MemoryRecord, now: datetime.datetime) -> datetime.datetime 
         return None
     if start.tzinfo is None:
         start = start.replace(tzinfo=datetime.timezone.utc)
-    elapsed = (now - start).total_seconds() - TOLERANCE
+    # A point just passed is due now for a wake-up of this replica (it slept until then), but not
+    # for a fresh listing (a restart, a resume, a takeover): the replica active then has run it.
+    elapsed = (now - start).total_seconds() - (0.0 if _listed() else TOLERANCE)
     steps = max(1, math.ceil(elapsed / interval))
     return start + datetime.timedelta(seconds=steps * interval)
+
+
+def _listed() -> bool:
+    """Whether this cycle processes Kopf's listing of the object (not a watch event, not a recheck)."""
+    stream = _stream.get()
+    return stream is not None and stream.raw_event.__class__ is not Requeued and stream.raw_event.get("type") is None
 
 
 def schedule(waits: list[float]) -> None:
