@@ -75,6 +75,7 @@ async def test_a_preempted_replica_runs_nothing_and_writes_nothing_then_resumes_
                 await asyncio.sleep(EVERY * 4)
                 by_low = {n: [t for t in run_times(low, n, namespace) if t > paused] for n in NAMES}
                 by_high = {n: run_times(high, n, namespace) for n in NAMES}
+                all_runs = {n: sorted(run_times(low, n, namespace) + by_high[n]) for n in NAMES}
                 low_writes = objects_writes(writes_by(audit, mark, low.credential, namespace), paused)
                 high_writes = objects_writes(writes_by(audit, mark, high.credential, namespace), paused)
             resumed = (await low.wait_for(lambda r: r.time > paused and r.message.startswith(
@@ -97,6 +98,9 @@ async def test_a_preempted_replica_runs_nothing_and_writes_nothing_then_resumes_
     assert low_writes == [], "the paused replica wrote to the objects"
     assert high_writes == [], "rechecks write nothing"
     assert all(len(times) >= 3 for times in by_high.values()), by_high  # the active replica rechecks
+    doubles = {n: [round(b - a, 2) for a, b in zip(ts, ts[1:], strict=False) if b - a < EVERY / 2]
+               for n, ts in all_runs.items()}
+    assert doubles == {n: [] for n in NAMES}, "a grid point run by both replicas"
     assert all(len(times) >= 1 for times in after_resume.values()), after_resume  # and the resumed one
     for name in NAMES:  # every run on the grid of the first conclusion, on either replica, within the
         # schedule's tolerance (a recheck is due from TOLERANCE before its point; each run schedules the
