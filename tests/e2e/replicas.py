@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -35,6 +37,8 @@ WRITES = ("create", "update", "patch", "delete")
 
 
 def kubectl(cluster: ClusterInfo, *args: str, stdin: str | None = None) -> str:
+    if shutil.which("kubectl") is None:
+        raise AssertionError("kubectl is not installed; the replicas' tests apply the recipe with it")
     done = subprocess.run(["kubectl", "--kubeconfig", str(cluster.admin_kubeconfig), *args], input=stdin,
                           capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
@@ -118,8 +122,6 @@ class Replica(OperatorProcess):
                        .replace("http://0.0.0.0:8080/", f"http://127.0.0.1:{health_port}/"))
 
     async def start(self) -> Replica:
-        import os
-
         pythonpath = os.pathsep.join(filter(None, [str(self.cwd), os.environ.get("PYTHONPATH")]))
         env = dict(os.environ, KUBECONFIG=self.kubeconfig, PYTHONPATH=pythonpath, **self.env)
         self._process = subprocess.Popen(["/bin/sh", "-c", self.script], stdout=self._log,

@@ -61,10 +61,11 @@ async def test_a_real_prometheus_scrapes_the_plugin_and_the_alert_rules_evaluate
     binary = prometheus_binary()
     plain, broken, web = free_port(), free_port(), free_port()
     (tmp_path / "prometheus.yml").write_text(config([plain, broken]))
+    log = (tmp_path / "prometheus.log").open("w")
     prometheus = subprocess.Popen(
         [binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
          f"--web.listen-address=127.0.0.1:{web}", "--storage.tsdb.retention.time=1h"],
-        stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"))
+        stdout=subprocess.DEVNULL, stderr=log)
     try:
         async with operator(OPERATOR, ALERTING_ROLE="a", KOPF_OUTCOMES_PLUGINS="prometheus",
                             KOPF_OUTCOMES_PROMETHEUS_ADDRESS=f"127.0.0.1:{plain}") as op_a, \
@@ -103,6 +104,7 @@ async def test_a_real_prometheus_scrapes_the_plugin_and_the_alert_rules_evaluate
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=30)
+        log.close()
 
     assert states == expected  # and no other alert
     scraped = {(s["metric"]["state"], s["metric"]["instance"]): float(s["value"][1]) for s in waiting["result"]}
