@@ -15,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kopf_outcomes_testing.cluster import ClusterInfo
 from kopf_outcomes_testing.cluster.audit import AuditLog
@@ -65,10 +68,13 @@ async def scale_out(path: Path, report: Figures, cluster: ClusterInfo, objects: 
     async with system as url:
         env = {"EXTERNAL_SYSTEM_URL": url, "CHAOS_RECHECK": str(EVERY), "PEERING_LIFETIME": str(LIFETIME)}
         replicas: dict[str, Replica] = {}
+        metrics = {letter: free_port() for letter in IPS}  # the Prometheus plugin's, where it is loaded
         for letter, ip in IPS.items():
             config, credential = token_kubeconfig(cluster, namespace, tmp_path / f"{letter}.kubeconfig")
             replicas[letter] = Replica(path, namespace, kubeconfig=config, credential=credential, pod_ip=ip,
-                                       health_port=free_port(), env=env)
+                                       health_port=free_port(), env={
+                                           **env, "KOPF_OUTCOMES_PLUGINS": "prometheus",
+                                           "KOPF_OUTCOMES_PROMETHEUS_ADDRESS": f"127.0.0.1:{metrics[letter]}"})
         low, mid, high = replicas["low"], replicas["mid"], replicas["high"]
         try:
             await mid.start()
@@ -99,6 +105,8 @@ async def scale_out(path: Path, report: Figures, cluster: ClusterInfo, objects: 
                 called[name] = time.time()
                 await report.call_back(objects, namespace, name)
             await report.settle(objects, namespace, names)
+            report.extra["waiting_gauge_after_release"] = {  # all released by high, low paused
+                letter: await waiting(metrics[letter]) for letter in ("low", "high")}
         finally:
             for letter, replica in replicas.items():
                 ended.setdefault(letter, time.time())
@@ -107,6 +115,19 @@ async def scale_out(path: Path, report: Figures, cluster: ClusterInfo, objects: 
                 kubectl(cluster, "delete", leftover, "--ignore-not-found")
     report.extra.update(figures(replicas, ended, moments, called, audit, mark, namespace, names))
     starts_figures(report, system, names)
+
+
+async def waiting(port: int) -> float | None:
+    """The plugin's pending handlers, as one replica exports them now (None without the plugin)."""
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+    try:
+        text = await asyncio.to_thread(get)
+    except OSError:
+        return None
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "kopf_outcomes_handlers_waiting" and s.labels.get("state") == "pending")
 
 
 def runs_of(replica: Replica, namespace: str, name: str) -> int:

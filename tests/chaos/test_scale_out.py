@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from tests.chaos.helpers import QUICK, ROOT, seed
-from tests.chaos.scale_out import scale_out
+from tests.chaos.scale_out import COUNT, scale_out
 
 OURS = ROOT / "tests/chaos/operators/replica.py"
 STOCK = ROOT / "tests/chaos/operators/stock_replica.py"
@@ -32,6 +32,9 @@ async def test_scale_out_with_kopf_outcomes(cluster, objects, namespace, report,
     assert extra["objects_not_started_exactly_once_by_key_main"] == []
     assert extra["starts_max_raw_per_object_main"] == 1
     assert extra["log_faults"] == {"low": 0, "mid": 0, "high": 0}
+    # The Prometheus plugin: the active replica exports what waits now; the paused one still what
+    # waited when it was paused (documented in the how-to and in the alert rules).
+    assert extra["waiting_gauge_after_release"] == {"low": COUNT, "high": 0}
 
 
 async def test_scale_out_with_stock_kopf_for_comparison(cluster, objects, namespace, report, tmp_path: Path):
