@@ -40,10 +40,11 @@ async def run_worker(processor: Callable[..., Awaitable[Any]], pause: aiotoggles
                      during: Callable[[queueing.Stream], Awaitable[None]] | None = None) -> None:
     """Kopf's real worker, wrapped as installed, fed ``events``; the pause given as Kopf gives it."""
     settings = configuration.OperatorSettings()
-    queueing_settings = getattr(settings, "queueing", None) or settings.batching  # "batching" before Kopf 1.38
-    queueing_settings.idle_timeout = 10
-    if hasattr(queueing_settings, "batch_window"):  # before Kopf 1.38: every event waits a window for more
-        queueing_settings.batch_window = 0.001
+    if hasattr(settings, "queueing"):
+        settings.queueing.idle_timeout = 10
+    else:  # "batching" before Kopf 1.38, where every event waits a window for more
+        settings.batching.idle_timeout = 10
+        settings.batching.batch_window = 0.001
     stream = queueing.Stream(backlog=asyncio.Queue(), pressure=asyncio.Event())
     for event in events:
         stream.backlog.put_nowait(event)
