@@ -21,6 +21,7 @@ PATCHED = [
     (execution, "invoke_handler"),
     (application, "apply"),
     (queueing, "worker"),
+    (queueing, "watcher"),
 ]
 
 

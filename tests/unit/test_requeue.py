@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime
 import json
 import types
@@ -101,3 +102,32 @@ def test_quiet_rechecks_are_counted_from_the_grid(elapsed: float, quiet: int) ->
     """Kopf stored retries=1 with the conclusion; the k-th recheck is attempt k+1: k-1 quiet ones."""
     assert requeue.quiet_attempts(rechecking(60), START + datetime.timedelta(seconds=elapsed)) == quiet
     assert requeue.quiet_attempts(MemoryRecord(digest="d", outcome="retry", reason="r"), START) == 0
+def listing(event: dict[str, object]) -> contextvars.Context:
+    """A context in which the cycle processes ``event`` (as the patched worker sets it)."""
+    context = contextvars.copy_context()
+    context.run(requeue._stream.set, requeue.Stream(asyncio.Queue(), event))
+    return context
+
+
+LISTED = {"type": None, "object": {}}
+
+
+@pytest.mark.parametrize(("event", "elapsed", "due"), [
+    (LISTED, 60.3, 120.0),  # a restart/resume/takeover just after a point: the replica active then ran it
+    (LISTED, 59.7, 60.0),  # just before one: due now, as always
+    (LISTED, 0.2, 60.0),
+    (requeue.Requeued(LISTED), 60.3, 60.0),  # this replica's own wake-up, a little late: due now
+    ({"type": "MODIFIED", "object": {}}, 60.3, 60.0),  # a watch event: as before
+])
+def test_a_point_just_passed_is_not_due_again_for_a_fresh_listing(event: dict[str, object], elapsed: float,
+                                                                   due: float) -> None:
+    now = START + datetime.timedelta(seconds=elapsed)
+    found = listing(event).run(requeue.next_due, rechecking(60), now)
+    assert found == START + datetime.timedelta(seconds=due)
+
+
+@pytest.mark.parametrize(("elapsed", "due"), [(60.003, 120.0), (60.4, 120.0), (119.9, 120.0), (0.0, 60.0)])
+def test_after_a_run_the_next_recheck_is_the_next_grid_point(elapsed: float, due: float) -> None:
+    """Not a full interval from the run: that drifted by each cycle's own time (Kopf 1.37: 0.1 s a run)."""
+    now = START + datetime.timedelta(seconds=elapsed)
+    assert requeue.next_due(rechecking(60), now, after=True) == START + datetime.timedelta(seconds=due)

@@ -5,11 +5,21 @@ before runs again from the operator's memory, not through Kopf's stored delay an
 The schedule is a grid anchored where the conclusion began: ``since + k * recheck`` (both stored
 once, in the handler's memory, when the conclusion first holds), so it survives a restart without
 a write: after one, a handler runs at its next grid point, not at once and not never. A recheck
-missed while the operator was down runs at the next grid point, at most one interval late.
+missed while the operator was down runs at the next grid point, at most one interval late; one
+that has just passed when a replica lists the objects (a restart, a resume, a takeover) is not run
+again: the replica that was active ran it.
 
 Between two runs the object's worker sleeps in Kopf's ``apply`` (as Kopf's own delays do, woken
 early by any new event of the object), and then puts the object's last event back into its own
 queue: the next run costs a read of nothing and a write of nothing.
+
+The requeue obeys Kopf's pause (peering: a replica of higher priority is active, or the peering
+CRD is missing). Kopf pauses by closing the watch streams (every supported version) and, since
+1.44.1, by telling the processor too; neither stops a worker that puts an event into its own queue.
+So a paused replica queues no recheck, and one queued before the pause is dropped when taken out
+during it: the paused replica runs no handler and makes no write. On resume, Kopf lists every
+object again, and its cycle schedules the rechecks anew from the memory: at the next grid point,
+as after a restart (or the active replica runs them, from the same memory, after a takeover).
 """
 from __future__ import annotations
 
@@ -17,9 +27,10 @@ import asyncio
 import contextvars
 import dataclasses
 import datetime
+import functools
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
@@ -27,14 +38,32 @@ from kopf_outcomes.memory import MemoryRecord
 TOLERANCE = 0.5  # seconds: a grid point this close is due now
 
 
+class Pause(Protocol):
+    """Kopf's ``operator_paused`` toggle set (``aiotoggles.ToggleSet``): on while the operator is paused."""
+
+    def is_on(self) -> bool: ...
+
+
+class Requeued(dict[str, Any]):
+    """The object's last event, queued again by a recheck (not by Kopf's watch stream): marked, so
+    that only the change handlers see it (Kopf's indexers and ``@kopf.on.event`` handlers never
+    saw a repeat), and a paused replica drops it."""
+
+
 @dataclasses.dataclass
 class Stream:
-    """The object's own queue of events, and the event being processed now."""
+    """The object's own queue of events, the event being processed now, and Kopf's pause."""
 
     backlog: asyncio.Queue[Any]
     raw_event: Mapping[str, Any]
+    pause: Pause | None = None
+
+    def paused(self) -> bool:
+        return self.pause is not None and self.pause.is_on()
 
 
+# Set by the watcher of a resource (Kopf passes it the pause), inherited by its workers' tasks.
+_pause: contextvars.ContextVar[Pause | None] = contextvars.ContextVar("kopf_outcomes_pause", default=None)
 _stream: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("kopf_outcomes_stream", default=None)
 
 
@@ -42,43 +71,65 @@ def recheck_of(record: MemoryRecord | None) -> float | None:
     return record.get("recheck") if record is not None and record["outcome"] == "pending" else None
 
 
-def next_due(record: MemoryRecord, now: datetime.datetime) -> datetime.datetime | None:
-    """The next grid point at or after ``now`` (within the tolerance); None if the record has none."""
-    interval, since = record.get("recheck"), record.get("since")
-    if not interval or not since:
+def next_due(record: MemoryRecord, now: datetime.datetime, *, after: bool = False) -> datetime.datetime | None:
+    """The next grid point at or after ``now`` (within the tolerance), or strictly after it (a run
+    that has just happened); None if the record has none, or one that would overflow (forged)."""
+    interval, start = record.get("recheck"), _since(record)
+    if not interval or start is None:
         return None
     try:
-        start = datetime.datetime.fromisoformat(since)
-    except ValueError:
-        return None
-    if start.tzinfo is None:
-        start = start.replace(tzinfo=datetime.timezone.utc)
-    try:  # a forged ``since`` (year 9999) must not raise out of Kopf's cycle: read as no schedule
-        elapsed = (now - start).total_seconds() - TOLERANCE
-        steps = max(1, math.ceil(elapsed / interval))
+        elapsed = (now - start).total_seconds()
+        if after:
+            steps = math.floor(elapsed / interval) + 1
+        else:
+            # A point just passed is due now for a wake-up of this replica (it slept until then), but
+            # not for a fresh listing (a restart, a resume, a takeover): the replica active then ran it.
+            steps = max(1, math.ceil((elapsed - (0.0 if _listed() else TOLERANCE)) / interval))
         return start + datetime.timedelta(seconds=steps * interval)
     except (OverflowError, ValueError):
         return None
 
 
-class Requeued(dict[str, Any]):
-    """The object's last watch event, queued again by us for a recheck: marked, so that only the
-    change handlers see it (Kopf's indexers and ``@kopf.on.event`` handlers never saw a repeat)."""
-
-
 def quiet_attempts(record: MemoryRecord | None, now: datetime.datetime) -> int:
     """The rechecks run quietly since the conclusion was stored: attempts that Kopf's ``retry``
     does not count (a quiet recheck stores nothing), read off the grid without a write."""
-    interval, since = recheck_of(record), record.get("since") if record is not None else None
-    if not interval or not since:
+    interval, start = recheck_of(record), _since(record) if record is not None else None
+    if not interval or start is None:
         return 0
     try:
-        start = datetime.datetime.fromisoformat(since)
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=datetime.timezone.utc)
         return max(0, math.floor(((now - start).total_seconds() + TOLERANCE) / interval) - 1)
     except (OverflowError, ValueError):
         return 0
+
+
+def _since(record: MemoryRecord) -> datetime.datetime | None:
+    try:
+        start = datetime.datetime.fromisoformat(record.get("since") or "")
+    except ValueError:
+        return None
+    return start if start.tzinfo is not None else start.replace(tzinfo=datetime.timezone.utc)
+
+
+def _listed() -> bool:
+    """Whether this cycle processes Kopf's listing of the object (not a watch event, not a recheck)."""
+    stream = _stream.get()
+    return stream is not None and stream.raw_event.__class__ is not Requeued and stream.raw_event.get("type") is None
+
+
+def wrap_watcher(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """Kopf's watcher of a resource, whose workers learn Kopf's pause (every supported Kopf passes it)."""
+    async def watcher(**kwargs: Any) -> None:
+        _pause.set(kwargs.get("operator_paused"))  # in the watcher's own task: its workers inherit it
+        await original(**kwargs)
+    return watcher
+
+
+def pause_of(processor: Any) -> Pause | None:
+    """The pause of this worker: its watcher's, or else the processor's (Kopf >= 1.44.1 binds it there)."""
+    pause = _pause.get()
+    if pause is None and isinstance(processor, functools.partial):  # not a stand-in (Kopf's tests use mocks)
+        pause = processor.keywords.get("operator_paused")
+    return pause
 
 
 def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
@@ -87,14 +138,18 @@ def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Await
     async def worker(**kwargs: Any) -> None:
         stream = kwargs["streams"][kwargs["key"]]
         processor = kwargs["processor"]
-        registry = getattr(processor, "keywords", {}).get("registry")  # Kopf's partial of its processor
+        pause = pause_of(processor)
+        # Kopf's partial of its processor (not a stand-in: Kopf's own tests use mocks).
+        registry = processor.keywords.get("registry") if isinstance(processor, functools.partial) else None
         operator_registry.set(registry)  # this worker's task: the cycles of this object
 
         async def processing(**processor_kwargs: Any) -> Any:
             raw_event = processor_kwargs["raw_event"]
-            token = _stream.set(Stream(stream.backlog, raw_event))
+            if raw_event.__class__ is Requeued and pause is not None and pause.is_on():
+                return None  # a recheck queued before the pause: not this replica's to run now
+            token = _stream.set(Stream(stream.backlog, raw_event, pause))
             try:
-                if isinstance(raw_event, Requeued) and registry is not None:
+                if raw_event.__class__ is Requeued and registry is not None:
                     return await processor(**processor_kwargs, registry=changes_only(registry))
                 return await processor(**processor_kwargs)
             finally:
@@ -119,5 +174,7 @@ async def sleep_and_requeue(deadline: float, pressure: asyncio.Event | None) -> 
                 return  # a new event came: it runs the cycle, which schedules anew
             except asyncio.TimeoutError:
                 pass
+    if stream.paused():
+        return  # Kopf lists the object again on resume; its cycle schedules the recheck anew
     if stream.backlog.empty():
         stream.backlog.put_nowait(Requeued(stream.raw_event))

@@ -1,5 +1,5 @@
 """
-The four wrapped Kopf functions. Each is thin: it reads what Kopf passes, asks the engine, and
+The wrapped Kopf functions. Each is thin: it reads what Kopf passes, asks the engine, and
 hands the answer to :mod:`.translation`; everything it does not decide stays Kopf's own.
 
 - ``execution.invoke_handler`` — reads the handler's result or exception through the plugins.
@@ -9,6 +9,7 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
 - ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object;
   rechecks sleep there and run again without a write (:mod:`.requeue`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
+- ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
 """
 from __future__ import annotations
 
@@ -71,12 +72,14 @@ class Wrappers:
             (execution, "execute_handlers_once"): execution.execute_handlers_once,
             (application, "apply"): application.apply,
             (queueing, "worker"): queueing.worker,
+            (queueing, "watcher"): queueing.watcher,
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
         self._execute_handler_once = execution.execute_handler_once
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker)
+        self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
 
     def attach(self) -> None:
         for module, name in self.originals:
@@ -267,10 +270,10 @@ class Wrappers:
                     ours.add(str(handler_id))
                 elif isinstance(outcome.exception, Rechecking):
                     ours.add(str(handler_id))
-                    waits.append(outcome.delay or 0)
                     if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
                         del outcomes[handler_id]
                         waiting.append(handler_id)
+                    waits.append(self._next_recheck(context, str(handler_id), outcome))
             if context.kind is Kind.SUBHANDLER and parent is not None:  # the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting)
                 if waited is not None:
@@ -287,6 +290,18 @@ class Wrappers:
             return outcomes
         finally:
             cycle.end(token)
+
+    @staticmethod
+    def _next_recheck(context: cycle.Cycle, handler_id: str, outcome: KopfOutcome) -> float:
+        """Seconds to the next point of the grid of a recheck that ran now (not a full interval from
+        now: that drifted by each cycle's own time); a new conclusion starts its grid now."""
+        record = context.records.get(handler_id)
+        if handler_id in context.quiet and record is not None:
+            now = datetime.datetime.now(datetime.timezone.utc)
+            due = requeue.next_due(record, now, after=True)
+            if due is not None:
+                return max(0.0, (due - now).total_seconds())
+        return outcome.delay or 0.0
 
     async def apply(self, **kwargs: Any) -> Any:
         """Kopf's apply, blind to our delays (:mod:`.delays`): no sleeping for them, no touch-dummy
