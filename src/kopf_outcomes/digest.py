@@ -58,12 +58,7 @@ def digest(
 
 def patched(body: Mapping[str, Any], patch: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object with a JSON merge-patch applied (``None`` removes), copying only what changes."""
-    merged = dict(body)
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = _merged(body.get(key), value)
+    merged: Mapping[str, Any] = _merged(body, patch)  # type: ignore[assignment]  # a mapping merged is one
     return merged
 
 

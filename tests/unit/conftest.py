@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import kopf_outcomes
-from kopf_outcomes import memory
+from kopf_outcomes import installation, memory
 
 
 class Collector(logging.Handler):
@@ -64,3 +65,17 @@ def unpatched() -> Iterator[None]:
     kopf_outcomes.uninstall()
     yield
     kopf_outcomes.uninstall()
+
+
+@pytest.fixture
+def fake_apply(installed: object, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Kopf's own apply() behind the patched one, replaced by a recorder (``installed``: the module's)."""
+    calls: list[dict[str, Any]] = []
+
+    async def original(**kwargs: Any) -> str:
+        calls.append(kwargs)
+        return "applied"
+
+    assert installation._patch is not None
+    monkeypatch.setattr(installation._patch, "_apply", original)
+    return calls

@@ -27,7 +27,6 @@ from kopf_outcomes import (
     Success,
     handler_options,
     hookimpl,
-    installation,
     memory,
 )
 from kopf_outcomes._kopf.marks import PARKED_DELAY, PARKED_MARK, RETAINED_MARK
@@ -555,19 +554,6 @@ def test_recall_outside_a_handler_is_a_clear_error() -> None:
 
 
 # --- apply ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_apply(installed: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    calls: list[dict[str, Any]] = []
-
-    async def original(**kwargs: Any) -> str:
-        calls.append(kwargs)
-        return "applied"
-
-    assert installation._patch is not None
-    monkeypatch.setattr(installation._patch, "_apply", original)
-    return calls
 
 
 async def cycle_of(*fns: Counted, logger: logging.Logger) -> tuple[Any, list[float]]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import kopf_outcomes
-from kopf_outcomes import HandlerRun, Outcome, Pending, hookimpl, installation
+from kopf_outcomes import HandlerRun, Outcome, Pending, hookimpl
 from kopf_outcomes._kopf import delays, requeue
 from kopf_outcomes.memory import MEMORY_ANNOTATION, MemoryRecord
 from tests.unit.kopf_objects import application, changing_cause, handler, parked_state, run_handlers
@@ -25,18 +25,6 @@ from tests.unit.test_patched_execution import BODY
 @pytest.fixture
 def installed(unpatched: None) -> Any:
     return kopf_outcomes.install(entry_points=False)
-
-
-@pytest.fixture
-def applied(installed: Any, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    calls: list[dict[str, Any]] = []
-
-    async def kopf_apply(**kwargs: Any) -> str:
-        calls.append(kwargs)
-        return "applied"
-
-    monkeypatch.setattr(installation._patch, "_apply", kopf_apply)
-    return calls
 
 
 def a_stream() -> asyncio.Queue[Any]:
@@ -52,14 +40,14 @@ async def apply_with_recheck(patch: dict[str, Any], stock: list[float], pressure
     await apply(delays=stock, patch=patch, stream_pressure=pressure)
 
 
-async def test_a_recheck_requeues_after_a_write_that_brings_no_event(applied: list[dict[str, Any]]) -> None:
+async def test_a_recheck_requeues_after_a_write_that_brings_no_event(fake_apply: list[dict[str, Any]]) -> None:
     backlog = a_stream()
     await apply_with_recheck({"status": {"phase": "Waiting"}}, [], asyncio.Event())
-    assert applied[0]["delays"] == []
+    assert fake_apply[0]["delays"] == []
     assert isinstance(backlog.get_nowait(), requeue.Requeued)
 
 
-async def test_a_recheck_leaves_the_next_cycle_to_a_new_event(applied: list[dict[str, Any]]) -> None:
+async def test_a_recheck_leaves_the_next_cycle_to_a_new_event(fake_apply: list[dict[str, Any]]) -> None:
     backlog = a_stream()
     pressure = asyncio.Event()
     pressure.set()  # the write's own event (or any other) came
@@ -67,10 +55,10 @@ async def test_a_recheck_leaves_the_next_cycle_to_a_new_event(applied: list[dict
     assert backlog.empty()
 
 
-async def test_kopfs_own_earlier_delay_is_left_to_kopf(applied: list[dict[str, Any]]) -> None:
+async def test_kopfs_own_earlier_delay_is_left_to_kopf(fake_apply: list[dict[str, Any]]) -> None:
     backlog = a_stream()
     await apply_with_recheck({}, [0.01], asyncio.Event())
-    assert applied[0]["delays"] == [0.01]  # Kopf sleeps and wakes itself, as without us
+    assert fake_apply[0]["delays"] == [0.01]  # Kopf sleeps and wakes itself, as without us
     assert backlog.empty()  # and the cycle after its wake-up schedules ours
 
 
