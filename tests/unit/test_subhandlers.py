@@ -107,3 +107,13 @@ async def test_a_stock_retry_of_one_sub_handler_leaves_kopfs_children_retry(
     assert outcomes["parent"].final is False
     assert 4 < outcomes["parent"].delay <= 5  # Kopf's own retry of the children stands
     assert not str(outcomes["parent"].exception).endswith(PARKED_MARK)
+
+
+async def test_a_rechecking_sub_handler_makes_its_parent_recheck(installed: Any, logger: logging.Logger) -> None:
+    family = Family(Pending("polling the external system", recheck=5))
+    cause = changing_cause(BODY, logger, reason=Reason.DELETE)
+    outcomes = await run_handlers([family.handler], cause)
+    assert (outcomes["parent"].final, outcomes["parent"].delay) == (False, 5)
+    assert type(outcomes["parent"].exception).__name__ == "Rechecking"  # ours: no Kopf retry, no touch
+    records = records_in(cause.patch)
+    assert records["parent"]["recheck"] == 5 and records["parent/child"]["recheck"] == 5
