@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 import kopf
 
@@ -28,16 +28,32 @@ from kopf_outcomes.values import MAX_DELAY, FatalOnDelete
 _FOREIGN_PATCHES = frozenset({Kind.WEBHOOK, Kind.INDEX})
 
 
-def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outcome, handler: Handler,
-            cause: Cause, state: HandlerState | None, subrefs: Collection[HandlerId] = ()) -> KopfOutcome:
+class Turn(NamedTuple):
+    """One handler run, as translating its outcome needs it: the plugins that decide and observe,
+    the cycle, the run as hooks see it, and Kopf's handler, cause and progress of the handler."""
+
+    plugins: PluginManager
+    cycle: Cycle
+    run: HandlerRun
+    handler: Handler
+    cause: Cause
+    state: HandlerState | None
+
+
+def turn(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Handler, cause: Cause,
+         state: HandlerState | None) -> Turn:
+    return tuple.__new__(Turn, (plugins, cycle, run, handler, cause, state))  # a named tuple's __new__ is a Python call
+
+
+def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -> KopfOutcome:
     """Log the decided outcome at its level and turn it into Kopf's outcome, as the kind's
     row of the table (:mod:`kopf_outcomes.kinds`) says."""
-    logger = cause.logger
+    cycle, run, handler, logger = turn.cycle, turn.run, turn.handler, turn.cause.logger
     effect = effect_of(cycle.kind, outcome)
     if effect is Effect.RETRY and not isinstance(outcome, Retry):  # an Outcome subclass of a user's own making
         unknown = Retry(f"unknown outcome type {type(outcome).__name__}; expected Success, Pending, "
                         f"Retry or Fatal", delay=run.backoff, level=logging.ERROR)
-        return realize(plugins, cycle, run, unknown, handler, cause, state, subrefs)
+        return realize(turn, unknown, subrefs)
     if isinstance(outcome, Success):
         logger.info(f"{handler} succeeded.", extra=fields(handler, "success"))
         result = KopfOutcome(final=True, result=KopfResult(outcome.result))
@@ -54,15 +70,15 @@ def realize(plugins: PluginManager, cycle: Cycle, run: HandlerRun, outcome: Outc
     elif isinstance(outcome, Pending):
         result = pending(handler, run, outcome, effect, logger)
     elif isinstance(outcome, Retry):
-        result = retry(handler, state, outcome, logger)
+        result = retry(handler, turn.state, outcome, logger)
         if result.final:  # retries= or timeout= exhausted: a final failure like any other
-            result = guard(cycle, run, handler, str(result.exception), logger) or result
+            result = guard(turn, str(result.exception)) or result
     else:
         fatal = outcome if isinstance(outcome, Fatal) else Fatal(str(outcome))
-        result = guard(cycle, run, handler, fatal.reason, logger, on_delete=fatal.on_delete, level=fatal.level) \
+        result = guard(turn, fatal.reason, on_delete=fatal.on_delete, level=fatal.level) \
             or failed(handler, fatal, logger)
     result = dataclasses.replace(result, subrefs=subrefs)
-    return conclude(plugins, cycle, run, handler, cause, outcome, result)
+    return conclude(turn, outcome, result)
 
 
 def pending(handler: Handler, run: HandlerRun, outcome: Pending, effect: Effect,
@@ -88,9 +104,8 @@ def failed(handler: Handler, fatal: Fatal, logger: logging.Logger | logging.Logg
     return KopfOutcome(final=True, exception=kopf.PermanentError(fatal.reason))
 
 
-def guard(cycle: Cycle, run: HandlerRun, handler: Handler, reason: str,
-          logger: logging.Logger | logging.LoggerAdapter[Any], *,
-          on_delete: FatalOnDelete | None = None, level: int = logging.ERROR) -> KopfOutcome | None:
+def guard(turn: Turn, reason: str, *, on_delete: FatalOnDelete | None = None,
+          level: int = logging.ERROR) -> KopfOutcome | None:
     """
     The finalizer guard: every final failure of a handler passes here, ours (``Fatal``, a
     ``Retry`` past ``retries=``/``timeout=``) and stock Kopf's (``PermanentError``, retries or
@@ -98,13 +113,24 @@ def guard(cycle: Cycle, run: HandlerRun, handler: Handler, reason: str,
     keeps the finalizer, the handler is retained until a person releases the object; else None,
     and the failure is final as in stock Kopf.
     """
+    cycle, run, handler = turn.cycle, turn.run, turn.handler
     if not retains(cycle.kind, run.reason, on_delete, run.options):
         return None
     name = (run.body or {}).get("metadata", {}).get("name", "")
-    logger.log(level, f"{handler} failed permanently: {reason.rstrip('.')}. The finalizer is retained; to release "
-                      f"the object, annotate it: {cycle.keys.release}={handler.id} (object {name!r}).",
-               extra=fields(handler, "retained", reason))
+    turn.cause.logger.log(level, f"{handler} failed permanently: {reason.rstrip('.')}. The finalizer is retained; "
+                                 f"to release the object, annotate it: {cycle.keys.release}={handler.id} "
+                                 f"(object {name!r}).", extra=fields(handler, "retained", reason))
     return KopfOutcome(final=False, exception=Retained(reason), delay=PARKED_DELAY)
+
+
+def retain_stock(turn: Turn, outcome: KopfOutcome) -> KopfOutcome | None:
+    """Stock Kopf's final failure, past the finalizer guard: retained where the rule says so
+    (observers are told it as a retained ``Fatal``); else None, and Kopf's outcome stands."""
+    reason = str(outcome.exception) or repr(outcome.exception)
+    retained = guard(turn, reason)
+    if retained is None:
+        return None
+    return conclude(turn, Fatal(reason, on_delete="retain"), dataclasses.replace(retained, subrefs=outcome.subrefs))
 
 
 def fields(handler: Handler, outcome: str, reason: str | None = None, **more: float | None) -> dict[str, object]:
@@ -135,9 +161,9 @@ def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
                        delay=outcome.delay)
 
 
-def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Handler, cause: Cause,
-             outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
+def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     """Remember what the handler concluded about this state, and tell the observers."""
+    plugins, cycle, run, handler, cause, _ = turn
     body, patch = body_of(cause), getattr(cause, "patch", None)
     if body is not None and patch is not None and cycle.kind.persists:
         stored = stored_outcome(outcome, result)
@@ -153,17 +179,17 @@ def conclude(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Han
             cycle.concluded[str(handler.id)] = handler
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.quiet.add(str(handler.id))  # the same conclusion about the same state: no need to store
-    return tell(plugins, cycle, run, handler, cause, outcome, result)
+    return tell(turn, outcome, result)
 
 
-def tell(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Handler, cause: Cause,
-         outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
+def tell(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     """Tell the observers the outcome: ``result`` stands, unless one of them failed. Where Kopf's
     patch is not the object's (a webhook's answer, an indexer's unused one), they write to none."""
+    cycle, cause = turn.cycle, turn.cause
     patch = getattr(cause, "patch", None) if cycle.kind not in _FOREIGN_PATCHES else None
-    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, cycle.keys)
+    fallback = engine.observe(turn.plugins, turn.run, outcome, patch if patch is not None else {}, cycle.keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
-        return retry(handler, None, fallback, cause.logger)
+        return retry(turn.handler, None, fallback, cause.logger)
     return result
 
 

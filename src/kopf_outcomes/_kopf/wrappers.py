@@ -14,7 +14,6 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -152,8 +151,9 @@ class Wrappers:
                 extra_context=extra_context, default_errors=default_errors,
             )
         except _Decided as decided:
-            return translation.realize(plugins, cycle.of(settings, cause, handler), decided.run,
-                                       decided.outcome, handler, cause, state, decided.subrefs)
+            context = cycle.of(settings, cause, handler)
+            return translation.realize(translation.turn(plugins, context, decided.run, handler, cause, state),
+                                       decided.outcome, decided.subrefs)
         finally:
             if errors is not None:
                 kopf_runs.default_errors.reset(errors)
@@ -170,15 +170,19 @@ class Wrappers:
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
-            context = cycle.of(settings, cause, handler)
-            run = kopf_runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, None)
-            return translation.tell(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
+            turn = self._turn(cycle.of(settings, cause, handler), handler, cause, state, settings, None)
+            return translation.tell(turn, translation.from_kopf(outcome), outcome)
         context = cycle.of(settings, cause, handler)
         record = cycle.record_of(context, handler_id, state)
         if record is None and not remember and not plugins.observed:
             return outcome
-        run = kopf_runs.build(plugins, context.kind, handler, cause, state.retries, state, settings, record)
-        return translation.conclude(plugins, context, run, handler, cause, translation.from_kopf(outcome), outcome)
+        turn = self._turn(context, handler, cause, state, settings, record)
+        return translation.conclude(turn, translation.from_kopf(outcome), outcome)
+
+    def _turn(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
+              settings: OperatorSettings, record: MemoryRecord | None) -> translation.Turn:
+        run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings, record)
+        return translation.turn(self.plugins, context, run, handler, cause, state)
 
     def _unstock(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
                  settings: OperatorSettings, outcome: KopfOutcome) -> KopfOutcome | None:
@@ -192,29 +196,20 @@ class Wrappers:
             waiting = context.children.pop(handler_id, None)
             if waiting is None:
                 return None  # some child is Kopf's: Kopf's retry of the children stands
-            run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
-                             cycle.record_of(context, handler_id, state))
-            return translation.realize(self.plugins, context, run, waiting, handler, cause, state, outcome.subrefs)
+            turn = self._turn(context, handler, cause, state, settings, cycle.record_of(context, handler_id, state))
+            return translation.realize(turn, waiting, outcome.subrefs)
         if not outcome.final or kopf_runs.option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
             return None
-        run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings,
-                         cycle.record_of(context, handler_id, state))
-        reason = str(outcome.exception) or repr(outcome.exception)
-        retained = translation.guard(context, run, handler, reason, cause.logger)
-        if retained is None:
-            return None
-        retained = dataclasses.replace(retained, subrefs=outcome.subrefs)
-        return translation.conclude(self.plugins, context, run, handler, cause,
-                                    Fatal(reason, on_delete="retain"), retained)
+        turn = self._turn(context, handler, cause, state, settings, cycle.record_of(context, handler_id, state))
+        return translation.retain_stock(turn, outcome)
 
     def _release(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
                  settings: OperatorSettings, record: MemoryRecord) -> KopfOutcome:
         """A retained finalizer, released by the annotation a person set (the wake-up checked it)."""
         cause.logger.warning(f"{handler} is released by the annotation {context.keys.release!r}; "
                              f"the finalizer is no longer retained.")
-        run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings, record)
-        return translation.conclude(self.plugins, context, run, handler, cause,
-                                    Fatal(record["reason"], on_delete="release"),
+        turn = self._turn(context, handler, cause, state, settings, record)
+        return translation.conclude(turn, Fatal(record["reason"], on_delete="release"),
                                     KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))
 
     async def execute_handlers_once(
