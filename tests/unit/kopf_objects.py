@@ -196,3 +196,4 @@ def cause_of(kind: str, body: Mapping[str, Any], logger: logging.Logger) -> Any:
     if kind == "index":
         return causes.IndexingCause(**resource)
     raise ValueError(f"no cause for the kind {kind!r}")
+

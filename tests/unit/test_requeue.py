@@ -73,17 +73,19 @@ async def test_a_requeued_event_reaches_only_the_change_handlers() -> None:
 
     import kopf
 
+    import tests.unit.kopf_objects
     from kopf_outcomes._kopf.internals import operator_registry
     from tests.unit.kopf_objects import handler_of
 
     registry = kopf.OperatorRegistry()
     registry._watching.append(handler_of("event", lambda **_: None))
     registry._indexing.append(handler_of("index", lambda **_: None))
-    seen: list[tuple[int, int, object]] = []
+    seen: list[tuple[bool, bool, object]] = []
 
     async def process_resource_event(*, registry: kopf.OperatorRegistry, raw_event: Any) -> None:
-        seen.append((len(registry._watching.get_all_handlers()), len(registry._indexing.get_all_handlers()),
-                     operator_registry.get()))
+        resource = tests.unit.kopf_objects.RESOURCE
+        seen.append((registry._watching.has_handlers(resource=resource), registry._indexing.has_handlers(
+            resource=resource), operator_registry.get()))
 
     async def kopf_worker(*, processor: Any, streams: Any, key: str) -> None:
         await processor(raw_event={"type": "MODIFIED", "object": {}})
@@ -93,7 +95,7 @@ async def test_a_requeued_event_reaches_only_the_change_handlers() -> None:
     worker = requeue.wrap_worker(kopf_worker)
     await worker(processor=functools.partial(process_resource_event, registry=registry),
                  streams={"k": stream}, key="k")
-    assert seen == [(1, 1, registry), (0, 0, registry)]
+    assert seen == [(True, True, registry), (False, False, registry)]
     assert len(registry._watching.get_all_handlers()) == 1  # the operator's own registry is untouched
 
 

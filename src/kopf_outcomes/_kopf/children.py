@@ -7,43 +7,62 @@ with the children's shortest delay: ten years for a parked child). When every un
 waits for us (parked, rechecking or retained), the parent is parked or rechecks too, with its
 own memory: a change of its state wakes it, and its run wakes the children whose state changed.
 A person's release of a retained child wakes the parent as well (``cycle.wakes``). When some
-child is Kopf's own (a ``TemporaryError``), Kopf's retry of the children stands.
+child is Kopf's own (a ``TemporaryError``), Kopf's retry of the children stands, but with the
+delay of Kopf's children and ours (a quiet recheck's stored delay is stale: it would be 0).
 """
 from __future__ import annotations
 
+import datetime
 from collections.abc import Collection, Mapping
 
+from kopf_outcomes import memory
 from kopf_outcomes._kopf.cycle import is_parked
 from kopf_outcomes._kopf.internals import Handler, HandlerId, KopfOutcome, State, progress_of
 from kopf_outcomes._kopf.marks import Parked, Rechecking, Retained
+from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.outcomes import Pending
 
 
 def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, KopfOutcome],
-            quiet: Collection[HandlerId]) -> Pending | None:
-    """What the parent waits for, if every unfinished child waits for us; else None.
-    ``quiet``: the rechecking children not run now, or run with nothing new to store."""
+            quiet: Collection[HandlerId], records: Mapping[str, MemoryRecord],
+            waits: Collection[float]) -> Pending | float | None:
+    """What the parent waits for: a Pending if every unfinished child waits for us; else, if some
+    do, the delay of Kopf's retry of the children; else None (Kopf's retry as it is). ``quiet``:
+    the rechecking children not run now, or run with nothing new to store; ``waits``: the seconds
+    until our rechecking children are due."""
     reasons: list[str] = []
     rechecks: list[float] = []
+    stock: list[float] = []  # the delays of Kopf's own unfinished children
+    now = datetime.datetime.now(datetime.timezone.utc)
     for handler in handlers:
-        outcome = outcomes.get(handler.id)
-        if outcome is None:
+        handler_id, outcome = str(handler.id), outcomes.get(handler.id)
+        if outcome is not None and outcome.final:
+            continue
+        if outcome is not None and isinstance(outcome.exception, (Parked, Rechecking)):
+            retained, reason = isinstance(outcome.exception, Retained), str(outcome.exception.args[0])
+            if isinstance(outcome.exception, Rechecking):
+                rechecks.append(outcome.delay or 0)
+        elif outcome is not None:
+            stock.append(outcome.delay or 0)
+            continue
+        else:
             progress = progress_of(state, handler)
+            record = records.get(handler_id)
             if progress.finished:
                 continue
-            if handler.id not in quiet and not is_parked(progress):
-                return None
-            reasons.append(f"{handler.id} waits")
-            continue
-        if outcome.final:
-            continue
-        if not isinstance(outcome.exception, (Parked, Rechecking)):
-            return None
-        if isinstance(outcome.exception, Rechecking):
-            rechecks.append(outcome.delay or 0)
-        verb = "retains the finalizer" if isinstance(outcome.exception, Retained) else "is pending"
-        reasons.append(f"{handler.id} {verb}: {outcome.exception.args[0]}")
+            if record is None or (handler.id not in quiet and not is_parked(progress)):
+                delayed = progress.delayed
+                stock.append(0.0 if delayed is None else max(0.0, (
+                    (delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc)) - now
+                ).total_seconds()))
+                continue
+            retained, reason = record["outcome"] == "retained", record["reason"]
+            if record.get("recheck"):
+                rechecks.append(float(record["recheck"]))
+        verb = "retains the finalizer" if retained else "is pending"
+        reasons.append(f"{handler_id} {verb}: {memory.stored_reason(reason)}")
     if not reasons:
         return None
+    if stock:
+        return min([*stock, *waits])
     return Pending("sub-handlers wait: " + "; ".join(reasons), recheck=min(rechecks) if rechecks else None)
-

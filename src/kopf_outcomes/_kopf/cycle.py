@@ -56,10 +56,13 @@ class Cycle(NamedTuple):
     kind: Kind
     settings: OperatorSettings
     registry: Any  # Kopf's registry of the operator, where the object's worker knows it
-    # Parents whose unfinished sub-handlers all wait for us: what the parent then waits for.
-    children: dict[str, Pending]
-    # The handlers whose memory this cycle wrote: their digests are of the object as patched.
-    concluded: dict[str, Handler]
+    # Parents some of whose unfinished sub-handlers wait for us: what the parent then waits for
+    # (all of them: a Pending; else the delay of Kopf's retry of the children).
+    children: dict[str, Pending | float]
+    # The handlers with a memory in this cycle (and its sub-handlers' cycles), with the cycle each
+    # belongs to, and whether it concluded now: at the end, their digests are of the object as
+    # the cycle's patch leaves it (``refresh``).
+    tracked: dict[str, tuple[Handler, Cycle, bool]]
     quiet: set[str]  # rechecking handlers that concluded as before: nothing new to store
 
     @property
@@ -153,13 +156,22 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
     if found is None:
         return is_parked(state)  # ours, with its memory lost or garbage: run it to conclude afresh
     body = raw_body_of(cause)
-    if found["outcome"] == "retained":
-        return body is not None and memory.release_requested(body, str(handler.id), cycle.keys)
+    if found["outcome"] == "retained":  # released by its own name, or by its retained sub-handler's
+        return body is not None and (memory.release_requested(body, str(handler.id), cycle.keys)
+                                     or child_released(cycle, str(handler.id), body))
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
     return found["digest"] != digest(plugins, cycle, handler, cause)
+
+
+def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
+    """Whether a sub-handler of this parent (of any depth) retains the finalizer: the parent then
+    holds it too, whatever ends the parent (a forged record can only keep a finalizer, never free one)."""
+    prefix = f"{parent_id}/"
+    return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
+               for handler_id, record in cycle.records.items())
 
 
 def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
@@ -180,8 +192,14 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
     memory's grid decides when it is due (see :mod:`.requeue`).
     """
     found = cycle.records.get(str(handler.id))
-    due = requeue.next_due(found, now) if requeue.recheck_of(found) is not None and found is not None else None
-    if due is None or found is None or found["digest"] != digest(plugins, cycle, handler, cause):
+    interval = requeue.recheck_of(found)
+    if found is None or interval is None:
+        return None
+    # Just after this worker ran it (its own write's event comes within the tolerance): the next point.
+    last = requeue.last_run(str(handler.id))
+    just_ran = last is not None and (now - last).total_seconds() < interval / 2
+    due = requeue.next_due(found, last, after=True) if just_ran and last is not None else requeue.next_due(found, now)
+    if due is None or found["digest"] != digest(plugins, cycle, handler, cause):
         return None
     wait = (due - now).total_seconds()
     return wait if wait > requeue.TOLERANCE else 0.0
@@ -201,22 +219,38 @@ def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
                          patch=getattr(cause, "patch", None) if patched else None)
 
 
+def track(cycle: Cycle, handlers: Collection[Handler]) -> None:
+    """The handlers of this cycle that have a memory and did not conclude now (parked ones)."""
+    for handler in handlers:
+        handler_id = str(handler.id)
+        if handler_id in cycle.records and handler_id not in cycle.tracked:
+            cycle.tracked[handler_id] = (handler, cycle, False)
+
+
 def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
-    """At the end of a cycle: the digests remembered in it, of the object as the whole cycle's
-    patch leaves it (later handlers and observers of this cycle may have written more)."""
+    """
+    At the end of a cycle that writes to the object: every remembered digest is of the object as
+    the cycle's patch leaves it. Of the handlers that concluded now (later handlers and observers
+    of the cycle may have written more), and of those whose state had not changed before this
+    cycle: what the operator writes, in any handler's cycle, is never a change for a parked one.
+    Each digest is taken in the cycle of its handler (a sub-handler's results are its own).
+    """
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
-    if body is None or patch is None:
+    if body is None or not patch:
         return
-    pending = (patch.get("metadata") or {}).get("annotations", {}).get(cycle.keys.memory)
-    if not isinstance(pending, str):
-        return
-    records = memory.parse(pending)
-    for handler_id, handler in cycle.concluded.items():
+    pending = (patch.get("metadata") or {}).get("annotations", {}).get(cycle.keys.memory, _UNWRITTEN)
+    records = dict(cycle.records) if pending is _UNWRITTEN else memory.parse(pending) if pending else {}
+    for handler_id, (handler, own, concluded) in cycle.tracked.items():
         record = records.get(handler_id)
-        state_digest = digest(plugins, cycle, handler, cause, patched=True)
-        if record is not None and record["digest"] != state_digest:
+        if record is None or (not concluded and record["digest"] != digest(plugins, own, handler, cause)):
+            continue  # gone, or its state changed before this cycle: it wakes as it should
+        state_digest = digest(plugins, own, handler, cause, patched=True)
+        if record["digest"] != state_digest:
             memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": state_digest}),
                          cause.logger, cycle.keys, known=cycle.records)
+
+
+_UNWRITTEN = object()
 
 
 # The reasons of change causes whose handlers Kopf persists (not admission, not informational).

@@ -142,17 +142,17 @@ def operator_writes(settings: OperatorSettings) -> OperatorWrites:
     return found
 
 
-# The operator's registry, known to the object's worker (Kopf passes it to the processor):
-# every handler's result is the operator's own write, at ``status.<handler id>``.
+# The operator's registry, known to the object's worker (Kopf passes it to the processor).
 operator_registry: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_registry", default=None)
 _handler_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
 
 
 def registered_ids(registry: Any) -> frozenset[str]:
-    """The ids of every handler the operator registered, of every kind (Kopf stores results of
-    change handlers, timers, daemons and event handlers at ``status.<id>``)."""
-    parts = (registry._changing, registry._spawning, registry._watching)
-    handlers = [handler for part in parts for handler in part.get_all_handlers()]
+    """The ids of the operator's timers and daemons: Kopf stores their results at ``status.<id>``
+    outside of any change cycle. (Other handlers' results are written in a cycle: part of the
+    object as that cycle's patch leaves it, see ``cycle.refresh``; a callback into a status field
+    named like one of them is a change.)"""
+    handlers = list(registry._spawning.get_all_handlers())
     known = _handler_ids.get(registry)
     if known is not None and known[0] == len(handlers):
         return known[1]
@@ -165,15 +165,26 @@ _changes_only: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def changes_only(registry: Any) -> Any:
-    """The registry without indexers and ``@kopf.on.event`` handlers: for the events we queue
-    again, which only the change handlers (and Kopf's daemons, idempotently) may see."""
+    """The registry with its indexers and ``@kopf.on.event`` handlers silenced: for the events we
+    queue again, which only the change handlers (and Kopf's daemons, idempotently) may see. They
+    stay registered: Kopf's diff-base keeps the fields they ask for (``get_extra_fields``), or a
+    repeated event would read as an update that removed them."""
     found = _changes_only.get(registry)
     if found is None:
         found = copy.copy(registry)
-        found._indexing = type(registry._indexing)()
-        found._watching = type(registry._watching)()
+        found._indexing = _silenced(registry._indexing)
+        found._watching = _silenced(registry._watching)
         _changes_only[registry] = found
     return found
+
+
+def _silenced(part: Any) -> Any:
+    """A registry part that has its handlers (and their extra fields) but offers none to run."""
+    silent = copy.copy(part)  # the same list of handlers
+    silent.has_handlers = lambda **_: False
+    silent.get_handlers = lambda **_: []
+    silent.iter_handlers = lambda **_: iter(())
+    return silent
 
 
 def default_backoff(settings: OperatorSettings) -> float:

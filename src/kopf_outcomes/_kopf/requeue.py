@@ -65,6 +65,9 @@ class Stream:
 # Set by the watcher of a resource (Kopf passes it the pause), inherited by its workers' tasks.
 _pause: contextvars.ContextVar[Pause | None] = contextvars.ContextVar("kopf_outcomes_pause", default=None)
 _stream: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("kopf_outcomes_stream", default=None)
+# When this object's worker last ran each rechecking handler (the worker's own: forgotten with it).
+_runs: contextvars.ContextVar[dict[str, datetime.datetime] | None] = contextvars.ContextVar(
+    "kopf_outcomes_runs", default=None)
 
 
 def recheck_of(record: MemoryRecord | None) -> float | None:
@@ -100,6 +103,18 @@ def quiet_attempts(record: MemoryRecord | None, now: datetime.datetime) -> int:
         return max(0, math.floor(((now - start).total_seconds() + TOLERANCE) / interval) - 1)
     except (OverflowError, ValueError):
         return 0
+
+
+def ran(handler_id: str) -> None:
+    """This worker has just run a rechecking handler (its own write's event must not rerun it)."""
+    runs = _runs.get()
+    if runs is not None:
+        runs[handler_id] = datetime.datetime.now(datetime.timezone.utc)
+
+
+def last_run(handler_id: str) -> datetime.datetime | None:
+    runs = _runs.get()
+    return runs.get(handler_id) if runs is not None else None
 
 
 def _since(record: MemoryRecord) -> datetime.datetime | None:
@@ -142,6 +157,7 @@ def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Await
         # Kopf's partial of its processor (not a stand-in: Kopf's own tests use mocks).
         registry = processor.keywords.get("registry") if isinstance(processor, functools.partial) else None
         operator_registry.set(registry)  # this worker's task: the cycles of this object
+        _runs.set({})
 
         async def processing(**processor_kwargs: Any) -> Any:
             raw_event = processor_kwargs["raw_event"]

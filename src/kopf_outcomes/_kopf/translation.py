@@ -123,11 +123,11 @@ def guard(turn: Turn, reason: str, *, on_delete: FatalOnDelete | None = None,
     return KopfOutcome(final=False, exception=Retained(reason), delay=PARKED_DELAY)
 
 
-def retain_stock(turn: Turn, outcome: KopfOutcome) -> KopfOutcome | None:
+def retain_stock(turn: Turn, outcome: KopfOutcome, on_delete: FatalOnDelete | None = None) -> KopfOutcome | None:
     """Stock Kopf's final failure, past the finalizer guard: retained where the rule says so
     (observers are told it as a retained ``Fatal``); else None, and Kopf's outcome stands."""
     reason = str(outcome.exception) or repr(outcome.exception)
-    retained = guard(turn, reason)
+    retained = guard(turn, reason, on_delete=on_delete)
     if retained is None:
         return None
     return conclude(turn, Fatal(reason, on_delete="retain"), dataclasses.replace(retained, subrefs=outcome.subrefs))
@@ -176,7 +176,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None)
         memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys, known=cycle.records)
         if new is not None:
-            cycle.concluded[str(handler.id)] = handler
+            cycle.tracked[str(handler.id)] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.quiet.add(str(handler.id))  # the same conclusion about the same state: no need to store
     return tell(turn, outcome, result)

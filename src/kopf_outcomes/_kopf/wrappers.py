@@ -14,6 +14,7 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -46,7 +47,7 @@ from kopf_outcomes._kopf.marks import Parked, Rechecking
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
-from kopf_outcomes.outcomes import Fatal, Outcome
+from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
 
 
@@ -195,13 +196,19 @@ class Wrappers:
         if isinstance(outcome.exception, HandlerChildrenRetry):
             waiting = context.children.pop(handler_id, None)
             if waiting is None:
-                return None  # some child is Kopf's: Kopf's retry of the children stands
+                return None  # the children are Kopf's: Kopf's retry of them stands
+            if not isinstance(waiting, Pending):  # some are Kopf's: its retry, when the first is due
+                return dataclasses.replace(outcome, delay=waiting)
             turn = self._turn(context, handler, cause, state, settings, cycle.record_of(context, handler_id, state))
             return translation.realize(turn, waiting, outcome.subrefs)
-        if not outcome.final or kopf_runs.option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
+        if not outcome.final:
+            return None
+        # A parent ending for good (its retries= or timeout=) must not release what a child retains.
+        held = cycle.holds_retained_child(context, handler_id)
+        if not held and kopf_runs.option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
             return None
         turn = self._turn(context, handler, cause, state, settings, cycle.record_of(context, handler_id, state))
-        return translation.retain_stock(turn, outcome)
+        return translation.retain_stock(turn, outcome, on_delete="retain" if held else None)
 
     def _release(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
                  settings: OperatorSettings, record: MemoryRecord) -> KopfOutcome:
@@ -265,17 +272,20 @@ class Wrappers:
                     ours.add(str(handler_id))
                 elif isinstance(outcome.exception, Rechecking):
                     ours.add(str(handler_id))
+                    requeue.ran(str(handler_id))
                     if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
                         del outcomes[handler_id]
                         waiting.append(handler_id)
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
             if context.kind is Kind.SUBHANDLER and parent is not None:  # the parent's run decides the delays
-                waited = children.waiting(handlers, state, outcomes, waiting)
+                waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits)
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
-                parent.concluded.update(context.concluded)
+                cycle.track(context, handlers)
+                parent.tracked.update(context.tracked)
                 return outcomes
-            if context.concluded:
+            if context.records or context.tracked:
+                cycle.track(context, handlers)
                 cycle.refresh(self.plugins, context, cause)
             if context.kind.persists:
                 ours.update(str(h.id) for h in handlers
