@@ -40,7 +40,10 @@ class OutcomeEvents(logging.Filter):
     """Posts outcome lines as Events with their reason; never drops a record from the log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        reason = REASONS.get(str(getattr(record, "outcome", "")))
+        outcome = getattr(record, "outcome", None)
+        if outcome is None:
+            return True  # not an outcome line (Kopf's own, every other one): the hot path
+        reason = REASONS.get(str(outcome))
         ref = getattr(record, "k8s_ref", None)
         settings = getattr(record, "settings", None)
         if reason is None or not isinstance(ref, dict) or getattr(record, "k8s_skip", False):

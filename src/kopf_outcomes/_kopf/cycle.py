@@ -54,6 +54,7 @@ class Cycle(NamedTuple):
     handlers: Collection[Handler]
     state: State | None
     kind: Kind
+    persists: bool  # the kind's: only then a memory, parking, rechecks (read once: a property costs)
     settings: OperatorSettings
     registry: Any  # Kopf's registry of the operator, where the object's worker knows it
     # Parents some of whose unfinished sub-handlers wait for us: what the parent then waits for
@@ -80,6 +81,9 @@ class Cycle(NamedTuple):
 
 
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
+_CHANGE, _SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER  # an Enum class's attribute costs a Python call
+
+
 @functools.lru_cache(maxsize=64)
 def _keys(finalizer: str) -> MemoryKeys:
     return memory.keys_for(finalizer)
@@ -95,10 +99,17 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     """The context of a cycle: the handlers' kind decided, the object's memory read once."""
     keys = keys_of(settings)
     kind = kind_of(cause, next(iter(handlers), None))
-    body = raw_body_of(cause) if kind.persists else None
+    persists = kind is _CHANGE or kind is _SUBHANDLER  # Kind.persists, without its call
+    body = raw_body_of(cause) if persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
     return tuple.__new__(Cycle, (  # a named tuple's __new__ is a Python call
-        keys, records, handlers, state, kind, settings, operator_registry.get(), {}, {}, set()))
+        keys, records, handlers, state, kind, persists, settings, operator_registry.get(), {}, {}, set()))
+
+
+def bare(settings: OperatorSettings, handler: Handler) -> Cycle:
+    """A cycle with no memory, for telling observers of a run that no cycle started (see
+    ``current``: Kopf itself never runs a handler so; its callers in tests and benchmarks do)."""
+    return tuple.__new__(Cycle, (keys_of(settings), {}, (handler,), None, _CHANGE, True, settings, None, {}, {}, set()))
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:

@@ -86,6 +86,8 @@ _KINDS: tuple[tuple[type[Any], Kind], ...] = (
     (causes.IndexingCause, Kind.INDEX),
     (causes.ActivityCause, Kind.ACTIVITY),
 )
+_CHANGE, _SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER  # an Enum class's attribute costs a Python call
+_KIND_OF_TYPE: dict[type[Any], Kind] = {}  # by the cause's exact type, once found
 
 
 def kind_of(cause: Cause, first: Handler | None) -> Kind:
@@ -96,14 +98,15 @@ def kind_of(cause: Cause, first: Handler | None) -> Kind:
     and are told apart by the handler. An unknown cause is read as a change: the strictest
     kind, which never releases more than stock Kopf does.
     """
-    if isinstance(cause, causes.DaemonCause):
-        return Kind.TIMER if isinstance(first, handlers.TimerHandler) else Kind.DAEMON
-    for cause_type, kind in _KINDS:
-        if isinstance(cause, cause_type):
-            if kind is Kind.CHANGE and handler_var.get(None) is not None:
-                return Kind.SUBHANDLER
-            return kind
-    return Kind.CHANGE
+    kind = _KIND_OF_TYPE.get(cause.__class__)
+    if kind is None:
+        if isinstance(cause, causes.DaemonCause):
+            return Kind.TIMER if isinstance(first, handlers.TimerHandler) else Kind.DAEMON
+        kind = next((kind for cause_type, kind in _KINDS if isinstance(cause, cause_type)), _CHANGE)
+        _KIND_OF_TYPE[cause.__class__] = kind
+    if kind is _CHANGE and handler_var.get(None) is not None:
+        return _SUBHANDLER
+    return kind
 
 
 class OperatorWrites(NamedTuple):

@@ -204,7 +204,7 @@ def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, re
     _set_sources(run, tuple.__new__(_Sources, (  # a named tuple's own __new__ is one Python call more
         handler, cause, retry, runtime, settings, previous,
         handler.errors if handler.errors is not None else default_errors.get(_TEMPORARY),
-        options_of(plugins, handler, cause),
+        options_of(plugins, handler, cause) if plugins.provides_options or declared else NO_OPTIONS,  # option's gate
         kind,
     )))
     return run

@@ -165,7 +165,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     """Remember what the handler concluded about this state, and tell the observers."""
     plugins, cycle, run, handler, cause, _ = turn
     body, patch = body_of(cause), getattr(cause, "patch", None)
-    if body is not None and patch is not None and cycle.kind.persists:
+    if body is not None and patch is not None and cycle.persists:
         stored = stored_outcome(outcome, result)
         new: memory.MemoryRecord | None = None
         if stored in ("pending", "retained") or run.options.remember:

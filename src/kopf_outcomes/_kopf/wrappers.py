@@ -47,8 +47,11 @@ from kopf_outcomes._kopf.marks import Parked, Rechecking
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
+from kopf_outcomes.options import declared
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
+
+_CHANGE, _SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER  # an Enum class's attribute costs a Python call
 
 
 class _Decided(BaseException):
@@ -112,7 +115,8 @@ class Wrappers:
                 raise
             raise _Decided(outcome, run, kwargs["subrefs"]) from e
         if plugins.decides_builtin and not isinstance(result, Outcome):
-            if not kopf_runs.option(plugins, handler, cause, "explicit_completion"):
+            if not (declared or plugins.provides_options) or not kopf_runs.option(
+                    plugins, handler, cause, "explicit_completion"):  # its gate, inline: every run's path
                 return result
         run = self._run(handler, cause, kwargs)
         outcome = engine.decide(plugins, run, result=result)
@@ -166,12 +170,14 @@ class Wrappers:
                 return waited
             if isinstance(outcome.exception, HandlerChildrenRetry):
                 return outcome  # Kopf's bookkeeping of its children, not a verdict to remember or tell
-        remember = kopf_runs.option(plugins, handler, cause, "remember")
+        # kopf_runs.option's gate, inline: this is every run's path.
+        remember = (declared or plugins.provides_options) and kopf_runs.option(plugins, handler, cause, "remember")
         remembered = handler_id in context.records if context is not None else cycle.has_memory(cause, settings)
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
-            turn = self._turn(cycle.of(settings, cause, handler), handler, cause, state, settings, None)
+            context = context or cycle.bare(settings, handler)
+            turn = self._turn(context, handler, cause, state, settings, None)
             return translation.tell(turn, translation.from_kopf(outcome), outcome)
         context = cycle.of(settings, cause, handler)
         record = cycle.record_of(context, handler_id, state)
@@ -183,14 +189,14 @@ class Wrappers:
     def _turn(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
               settings: OperatorSettings, record: MemoryRecord | None) -> translation.Turn:
         run = kopf_runs.build(self.plugins, context.kind, handler, cause, state.retries, state, settings, record)
-        return translation.turn(self.plugins, context, run, handler, cause, state)
+        return tuple.__new__(translation.Turn, (self.plugins, context, run, handler, cause, state))
 
     def _unstock(self, context: cycle.Cycle, handler: Handler, cause: Cause, state: HandlerState,
                  settings: OperatorSettings, outcome: KopfOutcome) -> KopfOutcome | None:
         """Kopf's own outcome where it is ours to realize: a parent whose unfinished sub-handlers
         all wait for us (Pending or retained) waits with them; a final failure that the finalizer
         guard retains. None: Kopf's outcome stands."""
-        if not context.kind.persists:
+        if not context.persists:
             return None
         handler_id = str(handler.id)
         if isinstance(outcome.exception, HandlerChildrenRetry):
@@ -233,7 +239,7 @@ class Wrappers:
         parent = cycle.current()  # a change handler's cycle, when these are its sub-handlers
         context, token = cycle.start(settings, cause, handlers, state)
         try:
-            if self.plugins.observes_objects and context.kind is Kind.CHANGE:
+            if self.plugins.observes_objects and context.kind is _CHANGE:
                 cycle.observe_object(self.plugins, context, handlers, cause, state)
             handlers_todo, woken, waiting, waits = [], [], [], []
             now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
@@ -266,7 +272,7 @@ class Wrappers:
             for handler in woken:
                 if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
-            ours = {str(handler_id) for handler_id in waiting}
+            ours = {str(handler_id) for handler_id in waiting} if waiting else set()
             for handler_id, outcome in list(outcomes.items()):
                 if isinstance(outcome.exception, Parked):
                     ours.add(str(handler_id))
@@ -277,7 +283,7 @@ class Wrappers:
                         del outcomes[handler_id]
                         waiting.append(handler_id)
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
-            if context.kind is Kind.SUBHANDLER and parent is not None:  # the parent's run decides the delays
+            if parent is not None and context.kind is _SUBHANDLER:  # the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits)
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
@@ -287,7 +293,9 @@ class Wrappers:
             if context.records or context.tracked:
                 cycle.track(context, handlers)
                 cycle.refresh(self.plugins, context, cause)
-            if context.kind.persists:
+            # Which of Kopf's delays are ours (parked, rechecking); none where nothing is ours: a
+            # parked handler has a memory, or lost it and was woken to conclude afresh.
+            if context.persists and (context.records or ours or woken):
                 ours.update(str(h.id) for h in handlers
                             if h.id not in outcomes and cycle.is_parked(progress_of(state, h)))
                 final = with_outcomes(state, outcomes) if ours else state
