@@ -63,13 +63,22 @@ class OutcomeEvents(logging.Filter):
 
 
 _FILTER = OutcomeEvents()
+_wanted = False  # enabled; the filter goes on Kopf's logger with the first outcome line (attach)
 
 
 def enable(on: bool) -> None:
-    """Post outcome Events (unless ``KOPF_OUTCOMES_EVENTS=0``), or stop posting them. Idempotent."""
-    logger = logging.getLogger(LOGGER)
-    if on and os.environ.get("KOPF_OUTCOMES_EVENTS", "1") != "0":
+    """Post outcome Events (unless ``KOPF_OUTCOMES_EVENTS=0``), or stop posting them. Idempotent.
+    Nothing is attached to Kopf's logger until an outcome line is about to be logged: an operator
+    that uses no outcome (stock parity) runs no filter on any of its log records."""
+    global _wanted
+    _wanted = on and os.environ.get("KOPF_OUTCOMES_EVENTS", "1") != "0"
+    if not _wanted:
+        logging.getLogger(LOGGER).removeFilter(_FILTER)
+
+
+def attach() -> None:
+    """Before an outcome line is logged: the filter on Kopf's logger, if enabled and not yet there."""
+    if _wanted:
+        logger = logging.getLogger(LOGGER)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
-    else:
-        logger.removeFilter(_FILTER)

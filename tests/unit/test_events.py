@@ -75,14 +75,20 @@ def test_enable_and_the_environment_switch(monkeypatch: pytest.MonkeyPatch) -> N
     logger = logging.getLogger(events.LOGGER)
     was = events._FILTER in logger.filters
     try:
+        events.enable(False)
         events.enable(True)
-        events.enable(True)
+        assert events._FILTER not in logger.filters  # nothing on Kopf's logger before an outcome line
+        events.attach()
+        events.attach()
         assert logger.filters.count(events._FILTER) == 1
         events.enable(False)
         assert events._FILTER not in logger.filters
         monkeypatch.setenv("KOPF_OUTCOMES_EVENTS", "0")
         events.enable(True)
+        events.attach()
         assert events._FILTER not in logger.filters
     finally:
         monkeypatch.delenv("KOPF_OUTCOMES_EVENTS")
         events.enable(was)
+        if was:
+            events.attach()

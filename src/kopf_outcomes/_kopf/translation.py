@@ -17,6 +17,7 @@ from kopf_outcomes._kopf.cycle import Cycle, digest
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
+from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
 from kopf_outcomes.manager import PluginManager
@@ -49,6 +50,7 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
     """Log the decided outcome at its level and turn it into Kopf's outcome, as the kind's
     row of the table (:mod:`kopf_outcomes.kinds`) says."""
     cycle, run, handler, logger = turn.cycle, turn.run, turn.handler, turn.cause.logger
+    attach_events()  # an outcome line follows: its Event is posted with a reason of its own
     effect = effect_of(cycle.kind, outcome)
     if effect is Effect.RETRY and not isinstance(outcome, Retry):  # an Outcome subclass of a user's own making
         unknown = Retry(f"unknown outcome type {type(outcome).__name__}; expected Success, Pending, "
@@ -116,6 +118,7 @@ def guard(turn: Turn, reason: str, *, on_delete: FatalOnDelete | None = None,
     cycle, run, handler = turn.cycle, turn.run, turn.handler
     if not retains(cycle.kind, run.reason, on_delete, run.options):
         return None
+    attach_events()
     name = (run.body or {}).get("metadata", {}).get("name", "")
     turn.cause.logger.log(level, f"{handler} failed permanently: {reason.rstrip('.')}. The finalizer is retained; "
                                  f"to release the object, annotate it: {cycle.keys.release}={handler.id} "
@@ -189,6 +192,7 @@ def tell(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     patch = getattr(cause, "patch", None) if cycle.kind not in _FOREIGN_PATCHES else None
     fallback = engine.observe(turn.plugins, turn.run, outcome, patch if patch is not None else {}, cycle.keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
+        attach_events()
         return retry(turn.handler, None, fallback, cause.logger)
     return result
 
