@@ -26,7 +26,7 @@ from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
 from kopf_outcomes.values import MAX_DELAY, FatalOnDelete
 
-_FOREIGN_PATCHES = frozenset({Kind.WEBHOOK, Kind.INDEX})
+_WEBHOOK, _INDEX = Kind.WEBHOOK, Kind.INDEX  # patches that are not the object's (an Enum hashes in Python)
 
 
 class Turn(NamedTuple):
@@ -189,7 +189,8 @@ def tell(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     """Tell the observers the outcome: ``result`` stands, unless one of them failed. Where Kopf's
     patch is not the object's (a webhook's answer, an indexer's unused one), they write to none."""
     cycle, cause = turn.cycle, turn.cause
-    patch = getattr(cause, "patch", None) if cycle.kind not in _FOREIGN_PATCHES else None
+    kind = cycle.kind
+    patch = getattr(cause, "patch", None) if kind is not _WEBHOOK and kind is not _INDEX else None
     fallback = engine.observe(turn.plugins, turn.run, outcome, patch if patch is not None else {}, cycle.keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         attach_events()
