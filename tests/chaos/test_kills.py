@@ -90,7 +90,9 @@ async def test_sigkills_mid_deletion(status_write, objects, namespace, operator,
     report.evidence(ops, namespace)
     report.write()
 
-    assert figures["aimed_kills"] >= 1 and figures["callbacks_while_down"] >= 1, "the chaos did not happen"
+    # The status-write variant's subject is the handler's own write across kills, not the callbacks.
+    assert figures["aimed_kills"] >= 1 and (status_write or figures["callbacks_while_down"] >= 1), \
+        "the chaos did not happen"
     assert report.early_releases == []
     assert report.stuck == []
     assert report.operator_exits == []

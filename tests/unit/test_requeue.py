@@ -133,3 +133,11 @@ def test_after_a_run_the_next_recheck_is_the_next_grid_point(elapsed: float, due
     """Not a full interval from the run: that drifted by each cycle's own time (Kopf 1.37: 0.1 s a run)."""
     now = START + datetime.timedelta(seconds=elapsed)
     assert requeue.next_due(rechecking(60), now, after=True) == START + datetime.timedelta(seconds=due)
+
+
+@pytest.mark.parametrize(("ran", "due"), [(59.7, 120.0), (60.3, 120.0), (90.0, 120.0), (119.6, 180.0)])
+def test_a_run_within_the_tolerance_before_a_point_served_that_point(ran: float, due: float) -> None:
+    """A run 0.3 s early served the point at 60 s: the next one is at 120 s, not 60 s again (a
+    double run, seen under load in the scale-out chaos scenario)."""
+    at = START + datetime.timedelta(seconds=ran)
+    assert requeue.next_due(rechecking(60), at, after=True, served=True) == START + datetime.timedelta(seconds=due)

@@ -209,7 +209,8 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
     # Just after this worker ran it (its own write's event comes within the tolerance): the next point.
     last = requeue.last_run(str(handler.id))
     just_ran = last is not None and (now - last).total_seconds() < interval / 2
-    due = requeue.next_due(found, last, after=True) if just_ran and last is not None else requeue.next_due(found, now)
+    due = requeue.next_due(found, last, after=True, served=True) if just_ran and last is not None \
+        else requeue.next_due(found, now)
     if due is None or found["digest"] != digest(plugins, cycle, handler, cause):
         return None
     wait = (due - now).total_seconds()

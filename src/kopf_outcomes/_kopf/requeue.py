@@ -74,14 +74,17 @@ def recheck_of(record: MemoryRecord | None) -> float | None:
     return record.get("recheck") if record is not None and record["outcome"] == "pending" else None
 
 
-def next_due(record: MemoryRecord, now: datetime.datetime, *, after: bool = False) -> datetime.datetime | None:
-    """The next grid point at or after ``now`` (within the tolerance), or strictly after it (a run
-    that has just happened); None if the record has none, or one that would overflow (forged)."""
+def next_due(record: MemoryRecord, now: datetime.datetime, *, after: bool = False,
+             served: bool = False) -> datetime.datetime | None:
+    """The next grid point at or after ``now`` (within the tolerance), or strictly after it; with
+    ``served``, after a run at ``now``: strictly after the point that run served, which may lie up
+    to the tolerance after it (a run that early is due). None if the record has none, or one that
+    would overflow (forged)."""
     interval, start = record.get("recheck"), _since(record)
     if not interval or start is None:
         return None
     try:
-        elapsed = (now - start).total_seconds()
+        elapsed = (now - start).total_seconds() + (TOLERANCE if served else 0.0)
         if after:
             steps = math.floor(elapsed / interval) + 1
         else:

@@ -311,7 +311,7 @@ class Wrappers:
         record = context.records.get(handler_id)
         if handler_id in context.quiet and record is not None:
             now = datetime.datetime.now(datetime.timezone.utc)
-            due = requeue.next_due(record, now, after=True)
+            due = requeue.next_due(record, now, after=True, served=True)
             if due is not None:
                 return max(0.0, (due - now).total_seconds())
         return outcome.delay or 0.0
