@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf import requeue
 from kopf_outcomes._kopf.internals import (
+    CHANGE,
     Cause,
     Handler,
     HandlerState,
@@ -81,9 +82,6 @@ class Cycle(NamedTuple):
 
 
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
-_CHANGE, _SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER  # an Enum class's attribute costs a Python call
-
-
 @functools.lru_cache(maxsize=64)
 def _keys(finalizer: str) -> MemoryKeys:
     return memory.keys_for(finalizer)
@@ -99,7 +97,7 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     """The context of a cycle: the handlers' kind decided, the object's memory read once."""
     keys = keys_of(settings)
     kind = kind_of(cause, next(iter(handlers), None))
-    persists = kind is _CHANGE or kind is _SUBHANDLER  # Kind.persists, without its call
+    persists = kind.persists
     body = raw_body_of(cause) if persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
     return tuple.__new__(Cycle, (  # a named tuple's __new__ is a Python call
@@ -109,7 +107,7 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
 def bare(settings: OperatorSettings, handler: Handler) -> Cycle:
     """A cycle with no memory, for telling observers of a run that no cycle started (see
     ``current``: Kopf itself never runs a handler so; its callers in tests and benchmarks do)."""
-    return tuple.__new__(Cycle, (keys_of(settings), {}, (handler,), None, _CHANGE, True, settings, None, {}, {}, set()))
+    return tuple.__new__(Cycle, (keys_of(settings), {}, (handler,), None, CHANGE, True, settings, None, {}, {}, set()))
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:

@@ -46,7 +46,8 @@ from kopf_outcomes.kinds import Kind
 misuse.probe(lambda: handler_var.get(None) is not None)
 
 __all__ = [
-    "SUPPORTED", "Cause", "changes_only", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
+    "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only",
+    "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_of",
@@ -86,7 +87,8 @@ _KINDS: tuple[tuple[type[Any], Kind], ...] = (
     (causes.IndexingCause, Kind.INDEX),
     (causes.ActivityCause, Kind.ACTIVITY),
 )
-_CHANGE, _SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER  # an Enum class's attribute costs a Python call
+# The members compared on every cycle, hoisted: an Enum class's attribute costs a Python call.
+CHANGE, SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER
 _KIND_OF_TYPE: dict[type[Any], Kind] = {}  # by the cause's exact type, once found
 
 
@@ -102,10 +104,10 @@ def kind_of(cause: Cause, first: Handler | None) -> Kind:
     if kind is None:
         if isinstance(cause, causes.DaemonCause):
             return Kind.TIMER if isinstance(first, handlers.TimerHandler) else Kind.DAEMON
-        kind = next((kind for cause_type, kind in _KINDS if isinstance(cause, cause_type)), _CHANGE)
+        kind = next((kind for cause_type, kind in _KINDS if isinstance(cause, cause_type)), CHANGE)
         _KIND_OF_TYPE[cause.__class__] = kind
-    if kind is _CHANGE and handler_var.get(None) is not None:
-        return _SUBHANDLER
+    if kind is CHANGE and handler_var.get(None) is not None:
+        return SUBHANDLER
     return kind
 
 

@@ -24,6 +24,8 @@ import kopf
 from kopf_outcomes import engine
 from kopf_outcomes._kopf import children, cycle, delays, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
+    CHANGE,
+    SUBHANDLER,
     Cause,
     ErrorsMode,
     ExtraContext,
@@ -44,14 +46,11 @@ from kopf_outcomes._kopf.internals import (
     with_outcomes,
 )
 from kopf_outcomes._kopf.marks import Parked, Rechecking
-from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import declared
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
-
-_CHANGE, _SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER  # an Enum class's attribute costs a Python call
 
 
 class _Decided(BaseException):
@@ -239,7 +238,7 @@ class Wrappers:
         parent = cycle.current()  # a change handler's cycle, when these are its sub-handlers
         context, token = cycle.start(settings, cause, handlers, state)
         try:
-            if self.plugins.observes_objects and context.kind is _CHANGE:
+            if self.plugins.observes_objects and context.kind is CHANGE:
                 cycle.observe_object(self.plugins, context, handlers, cause, state)
             handlers_todo, woken, waiting, waits = [], [], [], []
             now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
@@ -283,7 +282,7 @@ class Wrappers:
                         del outcomes[handler_id]
                         waiting.append(handler_id)
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
-            if parent is not None and context.kind is _SUBHANDLER:  # the parent's run decides the delays
+            if parent is not None and context.kind is SUBHANDLER:  # the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits)
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
