@@ -23,6 +23,7 @@ from kopf_outcomes.installation import install, is_installed, plugin_manager, re
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryRecord
+from kopf_outcomes.objects import ObjectRef, depends_on_objects, owned, referenced, selected
 from kopf_outcomes.options import HandlerOptions, handler_options
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
@@ -37,6 +38,7 @@ __all__ = [
     "Memory",
     "MemoryRecord",
     "NotInstalledError",
+    "ObjectRef",
     "Outcome",
     "OutcomeMisreadError",
     "Pending",
@@ -47,11 +49,15 @@ __all__ = [
     "Success",
     "UnsupportedKopfError",
     "__version__",
+    "depends_on_objects",
     "handler_options",
     "hookimpl",
     "install",
     "is_installed",
+    "owned",
     "plugin_manager",
     "recall",
+    "referenced",
+    "selected",
     "uninstall",
 ]

@@ -57,6 +57,7 @@ class MemoryRecord(_Conclusion, total=False):
     depends_on: list[str]  # the fields whose change wakes it; absent: the default scope
     parked: bool  # Pending without recheck, or a retained finalizer: waits for a change
     recheck: float  # Pending with a recheck: runs again at since + k * recheck, scheduled in memory
+    objects: str  # the fingerprint of its other objects (depends_on_objects) when it was stored
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,10 +80,16 @@ class Memory:
     previous: MemoryRecord | None
     digest: str
     idempotency_key: str
+    # With ``depends_on_objects``: the other objects now (``ObjectRef``-s), their fingerprint, and
+    # the fingerprint of those the previous conclusion was about. Both None without it.
+    objects: tuple[Any, ...] = ()
+    objects_digest: str | None = None
+    previous_objects_digest: str | None = None
 
     @property
     def acted_on_this_state(self) -> bool:
-        return self.previous is not None and self.previous["digest"] == self.digest
+        return (self.previous is not None and self.previous["digest"] == self.digest
+                and self.previous_objects_digest == self.objects_digest)
 
 
 class MemoryKeys(NamedTuple):
@@ -168,6 +175,7 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("since", ""), str)
             and isinstance(record.get("parked", False), bool)
             and ("recheck" not in record or _recheck(record["recheck"]))
+            and isinstance(record.get("objects", ""), str)
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
 
 
@@ -185,7 +193,8 @@ def stored_reason(reason: str) -> str:
 
 
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
-           parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None) -> MemoryRecord:
+           parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None,
+           objects: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -199,6 +208,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["depends_on"] = list(depends_on)
     if recheck is not None:
         new["recheck"] = recheck
+    if objects is not None:
+        new["objects"] = objects
     return new
 
 

@@ -9,13 +9,14 @@ neither, and Kopf treats it exactly as without kopf-outcomes.
 """
 from __future__ import annotations
 
+import collections
 import contextvars
 import datetime
 import functools
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
-from kopf_outcomes import engine, memory
+from kopf_outcomes import engine, memory, objects
 from kopf_outcomes._kopf import requeue
 from kopf_outcomes._kopf.internals import (
     CHANGE,
@@ -41,6 +42,7 @@ from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
+from kopf_outcomes.objects import ObjectRef
 from kopf_outcomes.outcomes import Pending
 
 
@@ -66,6 +68,9 @@ class Cycle(NamedTuple):
     # the cycle's patch leaves it (``refresh``).
     tracked: dict[str, tuple[Handler, Cycle, bool]]
     quiet: set[str]  # rechecking handlers that concluded as before: nothing new to store
+    # The other objects of handlers with ``depends_on_objects`` (and their fingerprint), taken
+    # before any handler of the cycle runs: what they see and conclude about.
+    objects: dict[str, tuple[tuple[ObjectRef, ...], str]]
 
     @property
     def writes(self) -> OperatorWrites:
@@ -101,13 +106,14 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     body = raw_body_of(cause) if persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
     return tuple.__new__(Cycle, (  # a named tuple's __new__ is a Python call
-        keys, records, handlers, state, kind, persists, settings, operator_registry.get(), {}, {}, set()))
+        keys, records, handlers, state, kind, persists, settings, operator_registry.get(), {}, {}, set(), {}))
 
 
 def bare(settings: OperatorSettings, handler: Handler) -> Cycle:
     """A cycle with no memory, for telling observers of a run that no cycle started (see
     ``current``: Kopf itself never runs a handler so; its callers in tests and benchmarks do)."""
-    return tuple.__new__(Cycle, (keys_of(settings), {}, (handler,), None, CHANGE, True, settings, None, {}, {}, set()))
+    return tuple.__new__(Cycle, (keys_of(settings), {}, (handler,), None, CHANGE, True, settings, None, {}, {}, set(),
+                                 {}))
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
@@ -172,7 +178,79 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return True  # our annotations are in no state: a release must wake the parent itself
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
-    return found["digest"] != digest(plugins, cycle, handler, cause)
+    return found["digest"] != digest(plugins, cycle, handler, cause) or objects_moved(cycle, handler, cause, found)
+
+
+# What the handlers with other objects last concluded about, by (object uid, handler id): a
+# wake-up by them that concludes as before stores nothing (0 writes while waiting); bounded,
+# and the memory's own fingerprint stands in for what is forgotten (a restart runs them once).
+_seen: collections.OrderedDict[tuple[str, str], str] = collections.OrderedDict()
+SEEN_LIMIT = 65536
+
+
+def take_objects(cycle: Cycle, handlers: Collection[Handler], cause: Cause) -> None:
+    """Before any handler runs: the other objects of each handler that depends on some, from
+    Kopf's indices (change handlers only: another kind is told once that it has none)."""
+    body, indices = raw_body_of(cause), getattr(cause, "indices", None)
+    for handler in handlers:
+        sources = objects.sources_of(handler.fn)
+        if not sources or body is None or indices is None:
+            continue
+        if cycle.kind is not CHANGE:
+            _refuse_objects(handler, cycle.kind, cause)
+            continue
+        refs = objects.lookup(sources, body, indices)
+        cycle.objects[str(handler.id)] = (refs, objects.fingerprint(refs))
+
+
+def previous_objects(cycle: Cycle, handler_id: str, cause: Cause, record: MemoryRecord | None) -> str | None:
+    """The fingerprint of the other objects that the handler last concluded about."""
+    uid = str(((raw_body_of(cause) or {}).get("metadata") or {}).get("uid", ""))
+    seen = _seen.get((uid, handler_id))
+    return seen if seen is not None else record.get("objects") if record is not None else None
+
+
+def saw_objects(cause: Cause, handler_id: str, fingerprint: str) -> None:
+    uid = str(((raw_body_of(cause) or {}).get("metadata") or {}).get("uid", ""))
+    _seen[(uid, handler_id)] = fingerprint
+    _seen.move_to_end((uid, handler_id))
+    while len(_seen) > SEEN_LIMIT:
+        _seen.popitem(last=False)
+
+
+def objects_moved(cycle: Cycle, handler: Handler, cause: Cause, record: MemoryRecord) -> bool:
+    """Whether a handler's other objects changed since its conclusion (it is then woken)."""
+    taken = cycle.objects.get(str(handler.id))
+    return taken is not None and taken[1] != previous_objects(cycle, str(handler.id), cause, record)
+
+
+def wake_keys(cycle: Cycle, waiting: Collection[str], cause: Cause) -> tuple[str, ...]:
+    """What wakes the handlers of this cycle that wait (parked, rechecking) on other objects."""
+    body = raw_body_of(cause)
+    if body is None:
+        return ()
+    return tuple({key for handler in cycle.handlers if str(handler.id) in waiting and str(handler.id) in cycle.objects
+                  for source in objects.sources_of(handler.fn) for key in source.wake_keys(body)})
+
+
+def objects_changed(cycle: Cycle, cause: Cause) -> bool:
+    """Whether any handler's other objects differ now from those taken when the cycle began."""
+    body, indices = raw_body_of(cause), getattr(cause, "indices", None)
+    if body is None or indices is None:
+        return False
+    return any(objects.fingerprint(objects.lookup(objects.sources_of(handler.fn), body, indices))
+               != cycle.objects[str(handler.id)][1]
+               for handler in cycle.handlers if str(handler.id) in cycle.objects)
+
+
+_refused: set[str] = set()
+
+
+def _refuse_objects(handler: Handler, kind: Kind, cause: Cause) -> None:
+    if str(handler.id) not in _refused:
+        _refused.add(str(handler.id))
+        cause.logger.error(f"{handler} depends on other objects, which only a change handler can do"
+                           f" (this one is a {kind.value} handler): they are ignored here.")
 
 
 def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
@@ -305,5 +383,13 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or {}).get("uid", ""))
-    return Memory(previous=cycle.records.get(handler_id), digest=state_digest,
-                  idempotency_key=memory.idempotency_key(uid, handler_id, state_digest))
+    previous = cycle.records.get(handler_id)
+    taken = cycle.objects.get(handler_id)
+    if taken is None:
+        return Memory(previous=previous, digest=state_digest,
+                      idempotency_key=memory.idempotency_key(uid, handler_id, state_digest))
+    refs, fingerprint = taken
+    return Memory(previous=previous, digest=state_digest,
+                  idempotency_key=memory.idempotency_key(uid, handler_id, state_digest + fingerprint),
+                  objects=refs, objects_digest=fingerprint,
+                  previous_objects_digest=previous_objects(cycle, handler_id, cause, previous))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
 from kopf_outcomes._kopf.internals import State, progresses
@@ -25,21 +25,25 @@ class Ours(NamedTuple):
     patch: object  # the cycle's patch: the ledger is for the apply() given this very object
     positions: tuple[bool, ...]  # per delay of the change handlers, in Kopf's order: ours?
     rechecks: tuple[float, ...]  # loop times at which rechecking handlers are due
+    wake: tuple[str, ...] = ()  # parked on other objects: what wakes them (objects.wait)
+    moved: Callable[[], bool] | None = None  # whether those objects changed since their handlers ran
 
 
 _ours: contextvars.ContextVar[Ours | None] = contextvars.ContextVar("kopf_outcomes_ours", default=None)
 
 
-def tell(patch: object, final: State, ours: Collection[str], waits: Sequence[float]) -> None:
+def tell(patch: object, final: State, ours: Collection[str], waits: Sequence[float],
+         wake: tuple[str, ...] = (), moved: Callable[[], bool] | None = None) -> None:
     """Tell this cycle's ``apply()`` which delays are ours; ``final`` is the state as Kopf will
-    have it (``state.with_outcomes(outcomes)``), ``waits`` the seconds until our rechecks."""
-    if not ours and not waits:
+    have it (``state.with_outcomes(outcomes)``), ``waits`` the seconds until our rechecks,
+    ``wake`` and ``moved`` what wakes the handlers parked on other objects."""
+    if not ours and not waits and not wake:
         _ours.set(None)
         return
     positions = tuple(str(handler_id) in ours for handler_id, progress in progresses(final)
                       if progress.active and not progress.finished)
     now = asyncio.get_running_loop().time()
-    _ours.set(Ours(patch, positions, tuple(now + wait for wait in waits)))
+    _ours.set(Ours(patch, positions, tuple(now + wait for wait in waits), wake, moved))
 
 
 def take(patch: object) -> Ours | None:

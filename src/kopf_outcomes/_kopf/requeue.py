@@ -32,6 +32,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from kopf_outcomes import objects
 from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
 
@@ -173,26 +174,32 @@ def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Await
                 return await processor(**processor_kwargs)
             finally:
                 _stream.reset(token)
+                if objects.declared and raw_event.__class__ is not Requeued:  # Kopf's indices know it now
+                    objects.changed(raw_event.get("object"))
 
         await original(**{**kwargs, "processor": processing})
     return worker
 
 
-async def sleep_and_requeue(deadline: float, pressure: asyncio.Event | None) -> None:
-    """Sleep until the loop time ``deadline`` or a new event; then queue the object's event again."""
+async def sleep_and_requeue(deadline: float | None, pressure: asyncio.Event | None,
+                            wake: asyncio.Event | None = None) -> None:
+    """Sleep until the loop time ``deadline`` (None: no end), a new event, or ``wake`` (the
+    parked handlers' other objects changed); then queue the object's event again."""
     stream = _stream.get()
-    if stream is None:
+    if stream is None or (deadline is None and wake is None):
         return
-    delay = deadline - asyncio.get_running_loop().time()
-    if delay > 0:
-        if pressure is None:
+    waits = [asyncio.ensure_future(event.wait()) for event in (pressure, wake) if event is not None]
+    delay = None if deadline is None else deadline - asyncio.get_running_loop().time()
+    try:
+        if waits and (delay is None or delay > 0):
+            await asyncio.wait(waits, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        elif delay is not None and delay > 0:
             await asyncio.sleep(delay)
-        else:
-            try:
-                await asyncio.wait_for(pressure.wait(), timeout=delay)
-                return  # a new event came: it runs the cycle, which schedules anew
-            except asyncio.TimeoutError:
-                pass
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+    if pressure is not None and pressure.is_set():
+        return  # a new event came: it runs the cycle, which schedules anew
     if stream.paused():
         return  # Kopf lists the object again on resume; its cycle schedules the recheck anew
     if stream.backlog.empty():

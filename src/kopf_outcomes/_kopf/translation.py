@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import kopf
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf.cycle import Cycle, digest
+from kopf_outcomes._kopf.cycle import Cycle, digest, saw_objects
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
@@ -170,18 +170,27 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     body, patch = body_of(cause), getattr(cause, "patch", None)
     if body is not None and patch is not None and cycle.persists:
         stored = stored_outcome(outcome, result)
+        handler_id = str(handler.id)
+        taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
         if stored in ("pending", "retained") or run.options.remember:
             new = memory.record(run.previous, digest=digest(plugins, cycle, handler, cause, patched=True),
                                 outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
-                                recheck=outcome.recheck if isinstance(outcome, Pending) else None)
-        memory.write(body, patch, str(handler.id), new, cause.logger, cycle.keys, known=cycle.records)
+                                recheck=outcome.recheck if isinstance(outcome, Pending) else None,
+                                objects=taken[1] if taken is not None else None)
+            if taken is not None:
+                saw_objects(cause, handler_id, taken[1])
+                if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
+                        and new == {**run.previous, "objects": taken[1]}):
+                    new = run.previous  # woken by its other objects only, concluding as before: known here
+                    cycle.quiet.add(handler_id)
+        memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
         if new is not None:
-            cycle.tracked[str(handler.id)] = (handler, cycle, True)
+            cycle.tracked[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
-            cycle.quiet.add(str(handler.id))  # the same conclusion about the same state: no need to store
+            cycle.quiet.add(handler_id)  # the same conclusion about the same state: no need to store
     return tell(turn, outcome, result)
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import kopf
 
-from kopf_outcomes import engine
+from kopf_outcomes import engine, objects
 from kopf_outcomes._kopf import children, cycle, delays, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
     CHANGE,
@@ -238,6 +239,8 @@ class Wrappers:
         parent = cycle.current()  # a change handler's cycle, when these are its sub-handlers
         context, token = cycle.start(settings, cause, handlers, state)
         try:
+            if objects.declared:
+                cycle.take_objects(context, handlers, cause)
             if self.plugins.observes_objects and context.kind is CHANGE:
                 cycle.observe_object(self.plugins, context, handlers, cause, state)
             handlers_todo, woken, waiting, waits = [], [], [], []
@@ -275,6 +278,9 @@ class Wrappers:
             for handler_id, outcome in list(outcomes.items()):
                 if isinstance(outcome.exception, Parked):
                     ours.add(str(handler_id))
+                    if str(handler_id) in context.quiet:  # woken by its other objects, as before
+                        del outcomes[handler_id]
+                        waiting.append(handler_id)
                 elif isinstance(outcome.exception, Rechecking):
                     ours.add(str(handler_id))
                     requeue.ran(str(handler_id))
@@ -298,7 +304,9 @@ class Wrappers:
                 ours.update(str(h.id) for h in handlers
                             if h.id not in outcomes and cycle.is_parked(progress_of(state, h)))
                 final = with_outcomes(state, outcomes) if ours else state
-                delays.tell(getattr(cause, "patch", None), final, ours, waits)
+                wake = cycle.wake_keys(context, ours, cause) if context.objects else ()
+                delays.tell(getattr(cause, "patch", None), final, ours, waits,
+                            wake, functools.partial(cycle.objects_changed, context, cause) if wake else None)
             return outcomes
         finally:
             cycle.end(token)
@@ -323,13 +331,22 @@ class Wrappers:
         if ours is None:
             return await self._apply(**kwargs)
         stock = kwargs["delays"] = delays.stock(kwargs.get("delays") or (), ours)
-        if not ours.rechecks:
+        if not ours.rechecks and not ours.wake:
             return await self._apply(**kwargs)
-        due = min(ours.rechecks)
-        if stock and asyncio.get_running_loop().time() + min(stock) <= due:
+        due = min(ours.rechecks) if ours.rechecks else None
+        if stock and due is not None and asyncio.get_running_loop().time() + min(stock) <= due and not ours.wake:
             return await self._apply(**kwargs)  # Kopf wakes first, as it would without us
-        kwargs["delays"] = []  # ours is first: the next cycle computes Kopf's delays again
-        result = await self._apply(**kwargs)
-        # Also after a write: one that changes nothing brings no event to run the next cycle.
-        await requeue.sleep_and_requeue(due, kwargs.get("stream_pressure"))
+        if due is not None:
+            kwargs["delays"] = []  # ours is first: the next cycle computes Kopf's delays again
+        wake = asyncio.Event() if ours.wake else None
+        forget = objects.wait(ours.wake, wake) if wake is not None else None
+        try:
+            if wake is not None and ours.moved is not None and ours.moved():
+                wake.set()  # they changed while the handlers ran: no wake-up lost in between
+            result = await self._apply(**kwargs)
+            # Also after a write: one that changes nothing brings no event to run the next cycle.
+            await requeue.sleep_and_requeue(due, kwargs.get("stream_pressure"), wake)
+        finally:
+            if forget is not None:
+                forget()
         return result
