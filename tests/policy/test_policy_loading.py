@@ -512,3 +512,10 @@ def test_an_integer_of_thousands_of_digits_is_a_located_problem_not_a_traceback(
     assert problems(f"escalate = [{{after_tries = {'9' * 400}, level = \"ERROR\"}}]\n", tmp_path) == [
         ", line 1: [escalate[0]] after_tries: expected a whole number up to 1000000000, got a number "
         "(a number too large to show)"]
+
+
+def test_other_objects_are_refused_in_a_policy_with_where_to_declare_them(tmp_path):
+    text = '[handlers.delete_fn]\ndepends_on_objects = ["v1/configmaps"]\n'
+    [problem] = problems(text, tmp_path)
+    assert problem.startswith(", line 2: [handlers.delete_fn] depends_on_objects: unknown key 'depends_on_objects'"
+                              " (other objects are declared in code, with @kopf_outcomes.depends_on_objects")

@@ -133,14 +133,16 @@ class _Reader:
 def _unknown(name: str, readers: Mapping[str, Read]) -> str:
     message = f"unknown key {name!r}"
     guess = difflib.get_close_matches(name, list(readers), n=1)
-    if guess:
-        message += f" (did you mean {guess[0]!r}?)"
-    elif name in _HINTS:
+    if name in _HINTS:
         message += f" ({_HINTS[name]})"
+    elif guess:
+        message += f" (did you mean {guess[0]!r}?)"
     return message + f"; allowed here: {', '.join(sorted(readers))}"
 
 
 _HINTS = {
+    "depends_on_objects": "other objects are declared in code, with @kopf_outcomes.depends_on_objects:"
+                          " Kopf must watch their resources from the operator's start",
     "handlers": "handlers and resources are tables at the top level only",
     "resources": "handlers and resources are tables at the top level only",
     "pending": "Pending has no level to set: INFO when it begins, DEBUG while unchanged",

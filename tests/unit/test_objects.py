@@ -1,0 +1,111 @@
+"""depends_on_objects: the sources' keys and entries, the lookup in Kopf's indices, the wake-ups,
+the memory's answer, and clear errors for wrong use (the real wake-ups: tests/e2e/test_objects.py)."""
+from __future__ import annotations
+
+import asyncio
+
+import kopf
+import pytest
+
+import kopf_outcomes
+from kopf_outcomes import objects
+from kopf_outcomes.memory import Memory, MemoryRecord
+
+PARENT = {"metadata": {"namespace": "ns", "name": "p", "uid": "u-p"}, "spec": {"secretName": "creds",
+                                                                                "names": ["a", "b"]}}
+
+
+def child(name: str, *owners: str, labels: dict[str, str] | None = None, deleting: bool = False) -> dict:
+    metadata = {"namespace": "ns", "name": name, "uid": f"u-{name}", "resourceVersion": "7",
+                "ownerReferences": [{"uid": owner} for owner in owners], "labels": labels or {}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": metadata}
+
+
+def test_owned_children_are_indexed_under_each_owner_and_found_by_the_parents_uid():
+    source = kopf_outcomes.owned("batch/v1", "jobs")
+    entries = source.entries(child("j", "u-p", "u-q", deleting=True))
+    assert set(entries) == {"u-p", "u-q"}
+    assert entries["u-p"] == objects.ObjectRef("ns", "j", "u-j", "7", True)
+    assert source.keys(PARENT) == ["u-p"]
+    assert source.entries(child("orphan")) == {}  # no owner: no entry (Kopf drops an old one)
+
+
+def test_referenced_objects_are_found_by_the_names_in_the_field():
+    one = kopf_outcomes.referenced("v1", "secrets", field="spec.secretName")
+    many = kopf_outcomes.referenced("v1", "secrets", field="spec.names")
+    assert one.keys(PARENT) == ["ns/creds"]
+    assert many.keys(PARENT) == ["ns/a", "ns/b"]
+    assert one.keys({"metadata": {"namespace": "ns"}}) == []  # no field: nothing referenced
+    assert one.entries(child("creds")) == {"ns/creds": objects.ObjectRef("ns", "creds", "u-creds", "7", False)}
+
+
+def test_lookup_reads_kopfs_indices_in_a_stable_order_and_the_fingerprint_follows_the_objects():
+    source = kopf_outcomes.owned("v1", "configmaps")
+    index = {"u-p": [source.entries(child(name, "u-p"))["u-p"] for name in ("b", "a")]}
+    refs = objects.lookup([source], PARENT, {source.index: index})
+    assert [ref.name for ref in refs] == ["a", "b"]
+    assert objects.lookup([source], PARENT, {}) == ()  # the index not there (yet): nothing
+    fewer = objects.lookup([source], PARENT, {source.index: {"u-p": index["u-p"][:1]}})
+    assert objects.fingerprint(refs) != objects.fingerprint(fewer)
+    assert objects.fingerprint(refs) == objects.fingerprint(tuple(refs))
+
+
+async def test_a_change_wakes_exactly_the_waiters_whose_keys_it_has():
+    owned, selected = kopf_outcomes.owned("v1", "configmaps"), kopf_outcomes.selected("v1", "pods", labels={"a": "1"})
+    objects._selectors[selected.index] = selected
+    by_owner, by_label, other = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    forgets = [objects.wait(owned.wake_keys(PARENT), by_owner), objects.wait(selected.wake_keys(PARENT), by_label),
+               objects.wait(["uid:someone-else"], other)]
+    try:
+        objects.changed(child("c", "u-p"))
+        assert by_owner.is_set() and not by_label.is_set() and not other.is_set()
+        objects.changed(child("pod", labels={"a": "1"}))
+        assert by_label.is_set() and not other.is_set()
+    finally:
+        for forget in forgets:
+            forget()
+        del objects._selectors[selected.index]
+    assert objects._waiters == {}  # forgotten: nothing kept per object
+
+
+def test_the_memory_has_acted_only_on_the_same_state_and_the_same_objects():
+    record = MemoryRecord(digest="d", outcome="pending", reason="r")
+    assert Memory(record, "d", "k").acted_on_this_state  # no other objects: as before
+    assert Memory(record, "d", "k", objects=(), objects_digest="f1", previous_objects_digest="f1").acted_on_this_state
+    assert not Memory(record, "d", "k", objects=(), objects_digest="f2",
+                      previous_objects_digest="f1").acted_on_this_state
+
+
+@pytest.fixture()
+def undeclared():
+    declared = set(objects.declared)
+    yield
+    objects.declared.clear()
+    objects.declared.update(declared)
+
+
+def test_the_decorator_registers_one_kopf_index_per_source_and_marks_the_function(undeclared):
+    registry = kopf.OperatorRegistry()
+    source = kopf_outcomes.owned("v1", "configmaps")
+
+    @kopf_outcomes.depends_on_objects(source, registry=registry)
+    @kopf_outcomes.depends_on_objects(source, registry=registry)  # twice: still one index
+    def fn(**_: object) -> None: ...
+
+    ids = [handler.id for handler in registry._indexing.get_all_handlers()]
+    assert ids == [source.index]
+    assert objects.sources_of(fn) == (source, source)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: kopf_outcomes.depends_on_objects("v1/configmaps"), "argument 1 is 'v1/configmaps', not a source"),
+    (lambda: kopf_outcomes.depends_on_objects(), "at least one source"),
+    (lambda: kopf_outcomes.owned(), "give the resource as Kopf's decorators take it"),
+    (lambda: kopf_outcomes.referenced("v1", "secrets", field="spec..name"), "must be a dotted path"),
+    (lambda: kopf_outcomes.selected("v1", "pods", labels={}), "non-empty mapping"),
+])
+def test_wrong_use_is_a_clear_error(make, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        make()
