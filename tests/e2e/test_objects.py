@@ -12,6 +12,7 @@ from tests.e2e.conftest import create_example, eventually, get_example
 from tests.e2e.test_outcomes import runs
 
 OPERATOR = "tests/e2e/operators/objects_operator.py"
+PENDING = "Handler 'delete_fn' is pending: waiting for the children to go"
 HOLD = "test.kopf.dev/hold"  # the children's own finalizer: they go only when the test says
 
 
@@ -46,7 +47,7 @@ async def test_a_deletion_waits_parked_for_its_children_and_wakes_as_each_goes(a
         children = await make_children(api, namespace, parent, 3)
         await eventually(lambda: finalizer_added(objects, namespace, "p"), what="the finalizer")
         await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "p")
-        await op.wait_for(lambda r: r.message == "Handler 'delete_fn' is pending: waiting for the children to go", what="Pending")
+        await op.wait_for(lambda r: r.message == PENDING, what="Pending")
         await asyncio.sleep(1.5)  # the parking PATCH and its event
         mark = audit.mark()
         core = client.CoreV1Api(api)
@@ -95,7 +96,7 @@ async def test_a_child_gone_while_the_operator_was_down_wakes_its_parent_on_star
     async with operator(OPERATOR) as op:
         await eventually(lambda: finalizer_added(objects, namespace, "r"), what="the finalizer")
         await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "r")
-        await op.wait_for(lambda r: r.message == "Handler 'delete_fn' is pending: waiting for the children to go", what="Pending")
+        await op.wait_for(lambda r: r.message == PENDING, what="Pending")
         await asyncio.sleep(1.5)
         op.kill()
     core = client.CoreV1Api(api)
@@ -108,3 +109,23 @@ async def test_a_child_gone_while_the_operator_was_down_wakes_its_parent_on_star
 
 async def _gone(objects, namespace: str, name: str) -> bool:
     return await get_example(objects, namespace, name) is None
+
+
+async def test_the_example_deletes_its_children_and_waits_for_them(api, objects, namespace, operator):
+    core = client.CoreV1Api(api)
+
+    async def children() -> list[str]:
+        listing = await core.list_namespaced_config_map(namespace)
+        return [item.metadata.name for item in listing.items if item.metadata.name.startswith("x-")]
+
+    async with operator("examples/wait_for_children/example.py") as op:
+        await create_example(objects, namespace, "x", {"children": 3})
+        await eventually(lambda: _count(children, 3), what="3 children")
+        await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "x")
+        await eventually(lambda: _gone(objects, namespace, "x"), timeout=20, what="the parent to go")
+        assert await children() == []
+        assert not [r for r in op.records() if r.level in ("ERROR", "CRITICAL")]
+
+
+async def _count(list_children, count: int) -> bool:
+    return len(await list_children()) == count
