@@ -1,7 +1,7 @@
 """
 Hook specifications: the ways plugins take part in deciding what a handler run means.
 
-Seven hooks. A run goes through the first five in this order:
+Eight hooks. A run goes through the first five in this order:
 
 1. ``kopf_outcomes_handler_options`` — once per handler and resource kind, cached.
 2. ``kopf_outcomes_classify_result`` or ``kopf_outcomes_classify_exception`` — first result:
@@ -12,7 +12,7 @@ Seven hooks. A run goes through the first five in this order:
    together with Kopf's own changes, in one request).
 
 Beside the runs: ``kopf_outcomes_observe_object`` tells every plugin which handlers of an object
-wait, once per processing cycle; ``kopf_outcomes_owned_fields`` asks each plugin, once, which
+wait, once per processing cycle, and ``kopf_outcomes_object_gone`` when the object has left; ``kopf_outcomes_owned_fields`` asks each plugin, once, which
 fields it writes (they never wake a parked handler).
 
 Every hook is called inside Kopf's event loop, on every handler run: implementations must be
@@ -137,6 +137,18 @@ def kopf_outcomes_observe_object(
     :param body: the object as Kopf sees it in this cycle.
     :param waiting: this cycle's handlers that wait, by id: ``"pending"``, ``"retrying"`` or
         ``"retained"`` (a finalizer kept after a Fatal). Handlers not waiting are absent.
+    """
+
+
+@hookspec
+def kopf_outcomes_object_gone(resource: ResourceRef | None, body: Mapping[str, Any]) -> None:
+    """Be told that an object has left the cluster (Kopf's watch saw it deleted): nothing of it
+    waits any more, whatever ``kopf_outcomes_observe_object`` last said. For metrics that keep
+    state per object. Called once per object of every resource that Kopf watches, after Kopf's
+    processing of its deletion; must be cheap: no API calls.
+
+    :param resource: the resource kind.
+    :param body: the object's last state.
     """
 
 

@@ -144,6 +144,7 @@ class PluginManager(pluggy.PluginManager):
         )
         self.observed = bool(hook.kopf_outcomes_observe_outcome.get_hookimpls())
         self.observes_objects = bool(hook.kopf_outcomes_observe_object.get_hookimpls())
+        self.observes_gone = bool(hook.kopf_outcomes_object_gone.get_hookimpls())
         self._observers = _plain_calls(hook.kopf_outcomes_observe_outcome)
         self.only_builtins = self.decides_builtin and not self.observed
         # The classification without the built-ins: "did any plugin decide?" is then a None check.

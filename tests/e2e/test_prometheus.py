@@ -187,3 +187,17 @@ async def test_plugin_failures_are_counted_by_plugin(objects, namespace, operato
         except AssertionError:
             logged = [r.message for r in op.records(f"{namespace}/b") if r.message.startswith(FAILED)]
             raise AssertionError(f"scraped {await scrape_failures()}, logged {len(logged)}") from None
+
+
+async def test_an_object_that_leaves_while_waiting_leaves_the_waiting_gauge(objects, namespace, operator):
+    port = free_port()
+    env = {"KOPF_OUTCOMES_PLUGINS": "prometheus", "KOPF_OUTCOMES_PROMETHEUS_ADDRESS": f"127.0.0.1:{port}"}
+    async with operator(OPERATOR, **env):
+        await start_deleting(objects, namespace, "g", {"onDelete": "pending"})
+        await settles_at(port, {**outcomes(pending=1), **waiting(pending=1)}, "one pending")
+        # A person gives up on it and removes the finalizer: the object goes while it waits.
+        await objects.patch_namespaced_custom_object(
+            "kopf.dev", "v1", namespace, "kopfexamples", "g", {"metadata": {"finalizers": None}},
+            _content_type="application/merge-patch+json")
+        await eventually(lambda: gone(objects, namespace, "g"), what="g to go")
+        await settles_at(port, {**outcomes(pending=1), **waiting(pending=0)}, "nothing waits")

@@ -104,6 +104,21 @@ def test_the_core_report_replaces_an_objects_state_as_after_a_restart():
     assert value(registry, gauge, resource=R, handler="delete_fn", state="pending") == 1
 
 
+def test_an_object_gone_while_waiting_is_forgotten_by_the_gauge_and_the_wait_clock():
+    registry = CollectorRegistry()
+    observer = Observer(registry, objects_reported=True)
+    gauge = "kopf_outcomes_handlers_waiting"
+    observer.outcome(run("a"), Pending("waiting"), now=100.0)
+    observer.outcome(run("b"), Pending("waiting"), now=100.0)
+    observer.object(RESOURCE, {"metadata": {"uid": "a"}}, {"delete_fn": "pending"})
+    assert value(registry, gauge, resource=R, handler="delete_fn", state="pending") == 2
+    assert len(observer.clock) == 2
+    observer.gone({"metadata": {"uid": "a"}})  # a person removed its finalizer: it left while waiting
+    assert value(registry, gauge, resource=R, handler="delete_fn", state="pending") == 1
+    assert len(observer.clock) == 1  # b still waits; a's wait is no longer measured
+    observer.gone({"metadata": {}})  # no uid: nothing to forget, no error
+
+
 def test_without_the_core_report_the_waiting_gauge_is_not_exported():
     registry = CollectorRegistry()
     observer = Observer(registry, objects_reported=False)

@@ -92,7 +92,7 @@ async def test_a_requeued_event_reaches_only_the_change_handlers() -> None:
         await processor(raw_event=requeue.Requeued({"type": "MODIFIED", "object": {}}))
 
     stream = types.SimpleNamespace(backlog=asyncio.Queue())
-    worker = requeue.wrap_worker(kopf_worker)
+    worker = requeue.wrap_worker(kopf_worker, lambda resource, body: None)
     await worker(processor=functools.partial(process_resource_event, registry=registry),
                  streams={"k": stream}, key="k")
     assert seen == [(True, True, registry), (False, False, registry)]

@@ -50,7 +50,7 @@ async def run_worker(processor: Callable[..., Awaitable[Any]], pause: aiotoggles
         stream.backlog.put_nowait(event)
     if via == "processor":  # Kopf >= 1.44.1 binds the pause to the processor (functools.partial)
         processor = functools.partial(processor, operator_paused=pause)
-    worker = requeue.wrap_worker(queueing.worker)
+    worker = requeue.wrap_worker(queueing.worker, lambda resource, body: None)
 
     async def watcher(**_: Any) -> None:  # Kopf's watcher spawns its workers as tasks of its own
         task = asyncio.create_task(worker(signaller=asyncio.Condition(), settings=settings, processor=processor,

@@ -35,8 +35,11 @@ _MAX_RESOURCE_REFS = 1024  # an operator serves few resource kinds; a forgotten 
 
 def resource_of(cause: Cause) -> ResourceRef | None:
     resource = getattr(cause, "resource", None)
-    if resource is None:
-        return None
+    return None if resource is None else resource_ref(resource)
+
+
+def resource_ref(resource: Any) -> ResourceRef:
+    """Kopf's resource as hooks see it (one per Kopf resource object, kept)."""
     try:
         known, ref = _resource_refs[id(resource)]
         if known is resource:

@@ -151,15 +151,20 @@ def pause_of(processor: Any) -> Pause | None:
     return pause
 
 
-def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+Gone = Callable[[Any, Mapping[str, Any]], None]  # Kopf's resource, the object's last state
+
+
+def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callable[..., Awaitable[None]]:
     """Kopf's per-object worker, with the object's queue and current event known to apply(), and
-    the operator's registry known to the cycles (every handler's result is the operator's write)."""
+    the operator's registry known to the cycles (every handler's result is the operator's write);
+    ``gone`` is told each object whose deletion Kopf has processed."""
     async def worker(**kwargs: Any) -> None:
         stream = kwargs["streams"][kwargs["key"]]
         processor = kwargs["processor"]
         pause = pause_of(processor)
         # Kopf's partial of its processor (not a stand-in: Kopf's own tests use mocks).
-        registry = processor.keywords.get("registry") if isinstance(processor, functools.partial) else None
+        keywords = processor.keywords if isinstance(processor, functools.partial) else {}
+        registry, resource = keywords.get("registry"), keywords.get("resource")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
         _runs.set({})
 
@@ -176,6 +181,8 @@ def wrap_worker(original: Callable[..., Awaitable[None]]) -> Callable[..., Await
                 _stream.reset(token)
                 if objects.declared and raw_event.__class__ is not Requeued:  # Kopf's indices know it now
                     objects.changed(raw_event.get("object"))
+                if raw_event.get("type") == "DELETED":
+                    gone(resource, raw_event.get("object") or {})
 
         await original(**{**kwargs, "processor": processing})
     return worker

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import datetime
 import functools
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -54,6 +55,9 @@ from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
 
 
+_LOGGER = logging.getLogger("kopf_outcomes")
+
+
 class _Decided(BaseException):
     """Carries a decided outcome past Kopf's own ``except Exception`` handling, unlogged."""
 
@@ -81,7 +85,7 @@ class Wrappers:
         self._invoke_handler = execution.invoke_handler
         self._execute_handler_once = execution.execute_handler_once
         self._apply = application.apply
-        self.worker = requeue.wrap_worker(queueing.worker)
+        self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
 
     def attach(self) -> None:
@@ -91,6 +95,14 @@ class Wrappers:
     def detach(self) -> None:
         for (module, name), original in self.originals.items():
             setattr(module, name, original)
+
+    def _gone(self, resource: Any, body: Mapping[str, Any]) -> None:
+        """An object has left the cluster: the plugins that keep state per object forget it."""
+        plugins = self.plugins
+        if plugins.observes_gone:
+            ref = kopf_runs.resource_ref(resource) if resource is not None else None
+            engine.guarded(plugins, _LOGGER, "kopf_outcomes_object_gone",
+                           lambda: plugins.hook.kopf_outcomes_object_gone(resource=ref, body=body), None)
 
     async def invoke_handler(self, **kwargs: Any) -> Any:
         plugins = self.plugins

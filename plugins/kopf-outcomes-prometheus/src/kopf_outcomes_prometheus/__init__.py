@@ -24,6 +24,7 @@ __all__ = ["ADDRESS_ENV", "AddressError", "Observer", "configure", "observer", "
 # The core hooks this plugin can use, where the installed kopf-outcomes provides them.
 OBJECTS_REPORTED = hasattr(hookspecs, "kopf_outcomes_observe_object")
 FAILURES_REPORTED = hasattr(hookspecs, "kopf_outcomes_plugin_failed")
+GONE_REPORTED = hasattr(hookspecs, "kopf_outcomes_object_gone")
 
 _lock = threading.Lock()
 _observer: Observer | None = None

@@ -70,6 +70,15 @@ class Observer:
             return
         self.waiting.replace(uid, str(resource) if resource is not None else "", waiting)
 
+    def gone(self, body: Mapping[str, Any]) -> None:
+        """The object has left the cluster: none of its handlers waits, and no wait of it ends."""
+        uid = _uid(body)
+        if uid is None:
+            return
+        self.clock.forget_object(uid)
+        if self.waiting is not None:
+            self.waiting.replace(uid, "", {})
+
     def plugin_failed(self, plugin: str) -> None:
         self.metrics.plugin_failures.labels(plugin).inc()
 

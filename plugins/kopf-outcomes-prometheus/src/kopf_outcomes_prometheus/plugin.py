@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import HandlerRun, Outcome, ResourceRef, hookimpl
-from kopf_outcomes_prometheus import FAILURES_REPORTED, OBJECTS_REPORTED, observer, serve
+from kopf_outcomes_prometheus import FAILURES_REPORTED, GONE_REPORTED, OBJECTS_REPORTED, observer, serve
 from kopf_outcomes_prometheus.serving import ADDRESS_ENV
 
 STARTUP_HANDLER_ID = "kopf_outcomes_prometheus.serve"
@@ -30,6 +30,12 @@ if OBJECTS_REPORTED:
     def kopf_outcomes_observe_object(resource: ResourceRef | None, body: Mapping[str, Any],
                                      waiting: Mapping[str, str]) -> None:
         observer().object(resource, body, waiting)
+
+
+if GONE_REPORTED:
+    @hookimpl
+    def kopf_outcomes_object_gone(resource: ResourceRef | None, body: Mapping[str, Any]) -> None:
+        observer().gone(body)
 
 
 if FAILURES_REPORTED:

@@ -82,5 +82,10 @@ class WaitClock:
         for key in [key for key in self._started if key[:2] == (uid, handler)]:
             del self._started[key]
 
+    def forget_object(self, uid: str) -> None:
+        """The object is gone: none of its handlers waits any more."""
+        for key in [key for key in self._started if key[0] == uid]:
+            del self._started[key]
+
     def __len__(self) -> int:
         return len(self._started)
