@@ -19,7 +19,7 @@ HOLD = "test.kopf.dev/hold"  # the children's own finalizer: they go only when t
 async def make_children(api, namespace: str, parent: dict, count: int) -> list[str]:
     core, names = client.CoreV1Api(api), []
     owner = {"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "name": parent["metadata"]["name"],
-             "uid": parent["metadata"]["uid"]}
+             "uid": parent["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}  # as kopf.adopt
     for index in range(count):
         name = f"{parent['metadata']['name']}-child-{index}"
         await core.create_namespaced_config_map(namespace, {"metadata": {

@@ -109,3 +109,40 @@ def test_the_decorator_registers_one_kopf_index_per_source_and_marks_the_functio
 def test_wrong_use_is_a_clear_error(make, message):
     with pytest.raises((TypeError, ValueError), match=message):
         make()
+
+
+async def test_other_objects_on_another_kind_are_an_error_named_once(undeclared, unpatched, logger, collector):
+    from tests.unit.kopf_objects import cause_of, handler_of, run_handlers
+    from tests.unit.test_patched_execution import BODY
+
+    kopf_outcomes.install(entry_points=False)
+
+    @kopf_outcomes.depends_on_objects(kopf_outcomes.owned("v1", "configmaps"), registry=kopf.OperatorRegistry())
+    async def tick(**_: object) -> None:
+        return None
+
+    for _ in range(2):
+        await run_handlers([handler_of("timer", tick)], cause_of("timer", BODY, logger))
+    errors = [message for level, message in collector.pairs() if level >= 40]
+    assert len(errors) == 1 and "only a change handler can do (this one is a timer handler)" in errors[0]
+
+
+async def test_a_change_handler_sees_its_objects_from_kopfs_indices(undeclared, unpatched, logger):
+    from tests.unit.kopf_objects import cause_of, handler_of, run_handlers
+    from tests.unit.test_patched_execution import BODY
+
+    kopf_outcomes.install(entry_points=False)
+    source = kopf_outcomes.owned("v1", "configmaps")
+    seen = []
+
+    @kopf_outcomes.depends_on_objects(source, registry=kopf.OperatorRegistry())
+    async def create_fn(**_: object) -> None:
+        memory = kopf_outcomes.recall()
+        seen.append((memory.objects, memory.acted_on_this_state))
+
+    cause = cause_of("change", BODY, logger)
+    uid = BODY["metadata"]["uid"]
+    ref = objects.ObjectRef("ns", "c", "u-c", "1", False)
+    cause.indices = {source.index: {uid: [ref]}}
+    await run_handlers([handler_of("change", create_fn)], cause)
+    assert seen == [((ref,), False)]
