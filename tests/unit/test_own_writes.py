@@ -6,6 +6,7 @@ registered handler (timers included), and the progress of a custom progress stor
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import MutableMapping
 from typing import Any
@@ -136,3 +137,27 @@ async def test_a_custom_progress_storage_is_the_operators_write(
     again = changing_cause(next_body, logger)
     assert await run_handlers([h], again, parked_state([h], outcomes), settings=settings) == {}
     assert fn.calls == 1
+
+
+async def test_records_of_handlers_the_operator_no_longer_has_go_with_the_next_memory_write(
+        installed: Any, logger: logging.Logger) -> None:
+    from kopf_outcomes.memory import MEMORY_ANNOTATION
+    from tests.unit.test_patched_execution import records_in
+
+    registry = kopf.OperatorRegistry()
+
+    async def fn(**_: Any) -> Outcome:
+        return Pending("waiting")
+
+    kopf.on.create("kopf.dev", "v1", "kopfexamples", registry=registry, id="h")(fn)
+    kopf.on.field("kopf.dev", "v1", "kopfexamples", field="spec.x", registry=registry, id="f")(fn)
+    stale = {"digest": "d", "outcome": "pending", "reason": "old", "since": "2026-01-01T00:00:00+00:00"}
+    body = {**BODY, "metadata": {**BODY["metadata"], "annotations": {MEMORY_ANNOTATION: json.dumps(
+        {"renamed_fn": stale, "h/child": stale, "f/spec.x": stale})}}}
+    token = operator_registry.set(registry)
+    try:
+        cause = changing_cause(body, logger)
+        await run_handlers([handler(fn)], cause)
+    finally:
+        operator_registry.reset(token)
+    assert set(records_in(cause.patch)) == {"h", "h/child", "f/spec.x"}  # renamed_fn is gone

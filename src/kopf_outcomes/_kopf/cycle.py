@@ -27,6 +27,7 @@ from kopf_outcomes._kopf.internals import (
     OperatorWrites,
     State,
     cause_var,
+    changing_ids,
     handler_var,
     kind_of,
     operator_registry,
@@ -339,6 +340,26 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
 
 
 _UNWRITTEN = object()
+
+
+def prune(cycle: Cycle, cause: Cause) -> None:
+    """
+    Where this cycle writes the memory anyway: the records of handlers the operator no longer has
+    (renamed, removed from the code) go. Kopf runs no handler it does not have, so nothing could
+    conclude them, and a retained one holds no finalizer (Kopf releases it when the handlers it has
+    are done). Sub-handlers (``parent/child``) stay with their parent; ``remember=True`` records of
+    handlers the operator has stay, as they must.
+    """
+    body, patch = raw_body_of(cause), getattr(cause, "patch", None)
+    if cycle.registry is None or body is None or not patch:
+        return
+    pending = (patch.get("metadata") or {}).get("annotations", {}).get(cycle.keys.memory)
+    if not pending:
+        return
+    known = changing_ids(cycle.registry) | {str(handler.id) for handler in cycle.handlers}
+    for handler_id in memory.parse(pending):
+        if handler_id not in known and not any(handler_id.startswith(f"{parent}/") for parent in known):
+            memory.write(body, patch, handler_id, None, cause.logger, cycle.keys, known=cycle.records)
 
 
 # The reasons of change causes whose handlers Kopf persists (not admission, not informational).

@@ -49,7 +49,7 @@ __all__ = [
     "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only",
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
-    "cause_var", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
+    "cause_var", "changing_ids", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]
@@ -163,6 +163,20 @@ def registered_ids(registry: Any) -> frozenset[str]:
         return known[1]
     found = frozenset(str(handler.id) for handler in handlers)
     _handler_ids[registry] = (len(handlers), found)
+    return found
+
+
+_changing_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+
+
+def changing_ids(registry: Any) -> frozenset[str]:
+    """The ids of the operator's change handlers (of every resource): the only ones with a memory."""
+    handlers = list(registry._changing.get_all_handlers())
+    known = _changing_ids.get(registry)
+    if known is not None and known[0] == len(handlers):
+        return known[1]
+    found = frozenset(str(handler.id) for handler in handlers)
+    _changing_ids[registry] = (len(handlers), found)
     return found
 
 

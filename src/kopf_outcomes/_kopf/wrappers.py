@@ -310,6 +310,7 @@ class Wrappers:
             if context.records or context.tracked:
                 cycle.track(context, handlers)
                 cycle.refresh(self.plugins, context, cause)
+                cycle.prune(context, cause)
             # Which of Kopf's delays are ours (parked, rechecking); none where nothing is ours: a
             # parked handler has a memory, or lost it and was woken to conclude afresh.
             if context.persists and (context.records or ours or woken):
