@@ -135,20 +135,24 @@ def find_controller_manager(progress: Progress, *, build: bool = True) -> Path:
     assets = os.environ.get(ASSETS_ENV)
     if assets and _executable(Path(assets) / name):
         return Path(assets) / name
-    folder = bin_dir()
-    if not build and _missing(folder, (CONTROLLER_MANAGER,)):
+    if not build and _missing(bin_dir(), (CONTROLLER_MANAGER,)):
         raise BinariesMissing(
             f"{name} {KUBERNETES_VERSION} is not available: {bin_dir()} has no build of it"
             + (f" and {ASSETS_ENV}={assets} has none (envtest ships none)" if assets else ""),
-            f"build it once (Go, minutes) with `kopf-outcomes cluster build --controllers`,"
-            f" or allow the build here with --kopf-outcomes-build (or KOPF_OUTCOMES_BUILD=1)")
-    _build_missing(folder, (CONTROLLER_MANAGER,), progress)
-    return folder / name
+            "build it once (Go, minutes) with `kopf-outcomes cluster build --controllers`,"
+            " or allow the build here with --kopf-outcomes-build (or KOPF_OUTCOMES_BUILD=1)")
+    return build_controller_manager(progress)
 
 
 def build_binaries(progress: Progress) -> Binaries:
     """Build (or find cached) the pinned versions with Go, whatever ``KUBEBUILDER_ASSETS`` says."""
     return _cached_or_built(progress)
+
+
+def build_controller_manager(progress: Progress) -> Path:
+    """Build (or find cached) the pinned kube-controller-manager, whatever ``KUBEBUILDER_ASSETS`` says."""
+    _build_missing(bin_dir(), (CONTROLLER_MANAGER,), progress)
+    return bin_dir() / CONTROLLER_MANAGER.binary
 
 
 def bin_dir() -> Path:
