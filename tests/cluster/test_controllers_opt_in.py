@@ -31,14 +31,19 @@ def pids(state: Path) -> dict[str, int]:
     return {p["name"]: p["pid"] for p in json.loads((state / "state.json").read_text())["processes"]}
 
 
+def servers_as_assets(folder: Path) -> Path:
+    """A KUBEBUILDER_ASSETS folder with the real kube-apiserver and etcd, as envtest's has."""
+    real = binaries.find_binaries(lambda _: None, build=False)  # call before replacing the cache
+    folder.mkdir()
+    (folder / "kube-apiserver").symlink_to(real.kube_apiserver)
+    (folder / "etcd").symlink_to(real.etcd)
+    return folder
+
+
 @pytest.fixture
 def servers_only(tmp_path: Path, records: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The real servers as KUBEBUILDER_ASSETS, an empty cache, a `go` that records any call."""
-    real = binaries.find_binaries(lambda _: None, build=False)  # before the cache is replaced
-    assets = tmp_path / "assets"
-    assets.mkdir()
-    (assets / "kube-apiserver").symlink_to(real.kube_apiserver)
-    (assets / "etcd").symlink_to(real.etcd)
+    assets = servers_as_assets(tmp_path / "assets")
     gobin = tmp_path / "gobin"
     gobin.mkdir()
     write_script(gobin / "go", RECORDING_GO)
