@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 from kopf_outcomes_testing.cluster import ClusterInfo
+from tests.cluster.test_controllers_opt_in import servers_as_assets
 
 HEAVY = {"kopf", "kopf_outcomes", "kubernetes_asyncio", "kubernetes", "cryptography", "aiohttp",
          "psutil", "yaml"}
@@ -95,6 +96,26 @@ def test_missing_binaries_fail_once_with_the_build_command(tmp_path: Path) -> No
     assert "setup-envtest use -p path 1.34.x" in output
     assert "--kopf-outcomes-build" in output
     assert not (tmp_path / "cache" / "kopf-outcomes" / "bin").exists()  # no build was started
+
+
+def test_missing_controller_manager_fails_only_the_tests_that_ask_for_it(tmp_path: Path) -> None:
+    test = """
+    def test_plain(k8s_cluster):
+        pass
+
+    def test_collected(k8s_controllers):
+        pass
+    """
+    env = {**isolated_env(tmp_path), "KUBEBUILDER_ASSETS": str(servers_as_assets(tmp_path / "assets"))}
+    result = run_pytest(project(tmp_path, test), "-q", "--kopf-outcomes-stop-cluster", env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    assert "1 passed, 1 error" in output, output
+    assert output.count("kube-controller-manager for the tests is not available") == 1
+    assert "`kopf-outcomes cluster build --controllers`" in output
+    assert "Traceback" not in output
+    assert not (tmp_path / "cache" / "kopf-outcomes" / "bin").exists()  # no build was started
+    assert not (tmp_path / "state").exists()  # the session's cluster was stopped
 
 
 FAILING_GO = """#!{python}

@@ -1,9 +1,10 @@
 """Test namespaces: created fresh, and deleted the way a real cluster would delete them.
 
-This control plane runs no kube-controller-manager, so nothing empties or finalizes a deleted
-namespace: it would stay ``Terminating`` forever, and its objects would still show up in
-cluster-wide lists and watches (e.g. to operators run with ``--all-namespaces`` in later tests).
-So we empty it ourselves, for the core and the custom resources, then finalize it.
+Unless started with its controllers, this control plane runs no kube-controller-manager, so
+nothing empties or finalizes a deleted namespace: it would stay ``Terminating`` forever, and its
+objects would still show up in cluster-wide lists and watches (e.g. to operators run with
+``--all-namespaces`` in later tests). So we empty it ourselves, for the core and the custom
+resources, then finalize it: at once, and the same with or without the controllers.
 """
 from __future__ import annotations
 

@@ -14,8 +14,9 @@ Options (each also an environment variable, for CI):
     stop the local control plane after the session if this session started it. By default it
     is kept: the next session (or a parallel one) reuses it, as ``cluster up`` does.
 ``--kopf-outcomes-build`` (``KOPF_OUTCOMES_BUILD=1``)
-    allow building kube-apiserver and etcd with Go inside the session (minutes, once). Without
-    it, missing binaries fail with the command to get them instead.
+    allow building kube-apiserver and etcd (and kube-controller-manager, for ``k8s_controllers``)
+    with Go inside the session (minutes, once). Without it, missing binaries fail with the
+    command to get them instead.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from kopf.testing import KopfRunner
 
     from kopf_outcomes_testing.cluster import ClusterInfo
+    from kopf_outcomes_testing.session import SessionCluster
 
 KUBECONFIG_ENV = "KOPF_OUTCOMES_KUBECONFIG"
 STOP_ENV = "KOPF_OUTCOMES_STOP_CLUSTER"
@@ -65,28 +67,42 @@ def _flag(config: pytest.Config, option: str, env: str) -> bool:
     return os.environ.get(env, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _session(config: pytest.Config) -> SessionCluster:
+    """The session's cluster as the options (or their environment variables) ask for it."""
+    from kopf_outcomes_testing.session import SessionCluster
+
+    kubeconfig = config.getoption("--kopf-outcomes-kubeconfig") or os.environ.get(KUBECONFIG_ENV)
+    return SessionCluster(
+        kubeconfig=kubeconfig or None,
+        stop=_flag(config, "--kopf-outcomes-stop-cluster", STOP_ENV),
+        build=_flag(config, "--kopf-outcomes-build", BUILD_ENV),
+        capture=config.pluginmanager.getplugin("capturemanager"),
+    )
+
+
 @pytest.fixture(scope="session")
 def k8s_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterInfo]:
     """The cluster: the local control plane (started if needed), or the one of the given kubeconfig.
 
     ``KUBECONFIG`` is set to its admin kubeconfig for the session.
     """
-    from kopf_outcomes_testing.session import SessionCluster
-
-    config = request.config
-    kubeconfig = config.getoption("--kopf-outcomes-kubeconfig") or os.environ.get(KUBECONFIG_ENV)
-    session = SessionCluster(
-        kubeconfig=kubeconfig or None,
-        stop=_flag(config, "--kopf-outcomes-stop-cluster", STOP_ENV),
-        build=_flag(config, "--kopf-outcomes-build", BUILD_ENV),
-        capture=config.pluginmanager.getplugin("capturemanager"),
-    )
+    session = _session(request.config)
     info = session.start()  # on failure: pytest.fail() with the cause and the hint, once
     try:
         with session.environment(info):
             yield info
     finally:
         session.finish()
+
+
+@pytest.fixture(scope="session")
+def k8s_controllers(request: pytest.FixtureRequest, k8s_cluster: ClusterInfo) -> ClusterInfo:
+    """The cluster with kube-controller-manager: garbage collection and namespace deletion.
+
+    Opt-in, as it costs a process (and, once, a Go build): started next to the running control
+    plane if missing, and kept with it (``cluster down`` stops it).
+    """
+    return _session(request.config).add_controllers(k8s_cluster)
 
 
 @_async_fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +33,41 @@ class SessionCluster:
 
     def start(self) -> ClusterInfo:
         """The cluster's access data; a :class:`ClusterError` becomes one clean test failure."""
+        return self._or_fail("the Kubernetes cluster for the tests is not available", self._start)
+
+    def add_controllers(self, info: ClusterInfo) -> ClusterInfo:
+        """The same cluster with kube-controller-manager running (started now if missing).
+
+        A cluster of ``--kopf-outcomes-kubeconfig`` is a real one: it has its controllers.
+        """
+        if self.kubeconfig is not None:
+            return info
+        return self._or_fail("kube-controller-manager for the tests is not available",
+                             lambda: self._ensure(controllers=True))
+
+    def _or_fail(self, what: str, action: Callable[[], ClusterInfo]) -> ClusterInfo:
         try:
-            return self._start()
+            return action()
         except ClusterError as e:
             problem = str(e)
         # Outside the `except` block: no "during handling of the above exception" chain.
-        pytest.fail(f"the Kubernetes cluster for the tests is not available: {problem}", pytrace=False)
+        pytest.fail(f"{what}: {problem}", pytrace=False)
 
     def _start(self) -> ClusterInfo:
         if self.kubeconfig is not None:
             return from_kubeconfig(Path(self.kubeconfig))
         was_running = control_plane.running() is not None
+        info = self._ensure(controllers=False)
+        self.started_here = not was_running
+        return info
+
+    def _ensure(self, *, controllers: bool) -> ClusterInfo:
         showing = (self.capture.global_and_fixture_disabled() if self.capture
                    else contextlib.nullcontext())
         with showing:  # starting (or an allowed build) takes a while: let its progress be seen
-            info = control_plane.ensure_running(
-                build=self.build, progress=lambda message: print(message, file=sys.stderr))
-        self.started_here = not was_running
-        return info
+            return control_plane.ensure_running(
+                build=self.build, controllers=controllers,
+                progress=lambda message: print(message, file=sys.stderr))
 
     @contextlib.contextmanager
     def environment(self, info: ClusterInfo) -> Iterator[None]:

@@ -1,5 +1,9 @@
 """Find ``kube-apiserver`` and ``etcd``: from ``KUBEBUILDER_ASSETS``, the cache, or a Go build.
 
+``kube-controller-manager`` (garbage collection, namespace deletion) is found the same way but
+apart, only when asked for: envtest ships no such binary, and users who never ask for the
+controllers must neither need nor build it.
+
 ``k8s.io/kubernetes`` cannot be ``go install``-ed: its go.mod replaces the staging modules
 (``k8s.io/api``, ``k8s.io/apiserver``, ...) with local directories, and ``etcd/server`` does
 the same with its siblings. The known way around it is a throw-away main module that requires
@@ -81,6 +85,18 @@ BUILDS = (
     ),
 )
 
+# Built from the same module and version as kube-apiserver: the module is downloaded already and
+# most packages are in Go's build cache, so its build costs a fraction of the first one.
+CONTROLLER_MANAGER = GoBuild(
+    binary="kube-controller-manager",
+    module="k8s.io/kubernetes",
+    version=KUBERNETES_VERSION,
+    package="k8s.io/kubernetes/cmd/kube-controller-manager",
+    sibling_prefix="k8s.io/",
+    sibling_version="v0" + KUBERNETES_VERSION[2:],
+    ldflags=_kube_ldflags(KUBERNETES_VERSION),
+)
+
 _LOCAL_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+\.\.?/", re.MULTILINE)
 _GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
 
@@ -98,7 +114,7 @@ def find_binaries(progress: Progress, *, build: bool = True) -> Binaries:
     assets = os.environ.get(ASSETS_ENV)
     if assets:
         return _from_assets(Path(assets))
-    if not build and _missing(bin_dir()):
+    if not build and _missing(bin_dir(), BUILDS):
         raise BinariesMissing(
             f"kube-apiserver {KUBERNETES_VERSION} and etcd {ETCD_VERSION} are not available:"
             f" {ASSETS_ENV} is not set and {bin_dir()} has no build of them",
@@ -109,9 +125,34 @@ def find_binaries(progress: Progress, *, build: bool = True) -> Binaries:
     return _cached_or_built(progress)
 
 
+def find_controller_manager(progress: Progress, *, build: bool = True) -> Path:
+    """``kube-controller-manager``: from ``KUBEBUILDER_ASSETS`` if it has one, else cache or build.
+
+    Asked for only by a control plane started with controllers; with ``build=False`` a missing
+    binary raises :class:`BinariesMissing` naming the ways to get it.
+    """
+    name = CONTROLLER_MANAGER.binary
+    assets = os.environ.get(ASSETS_ENV)
+    if assets and _executable(Path(assets) / name):
+        return Path(assets) / name
+    if not build and _missing(bin_dir(), (CONTROLLER_MANAGER,)):
+        raise BinariesMissing(
+            f"{name} {KUBERNETES_VERSION} is not available: {bin_dir()} has no build of it"
+            + (f" and {ASSETS_ENV}={assets} has none (envtest ships none)" if assets else ""),
+            "build it once (Go, minutes) with `kopf-outcomes cluster build --controllers`,"
+            " or allow the build here with --kopf-outcomes-build (or KOPF_OUTCOMES_BUILD=1)")
+    return build_controller_manager(progress)
+
+
 def build_binaries(progress: Progress) -> Binaries:
     """Build (or find cached) the pinned versions with Go, whatever ``KUBEBUILDER_ASSETS`` says."""
     return _cached_or_built(progress)
+
+
+def build_controller_manager(progress: Progress) -> Path:
+    """Build (or find cached) the pinned kube-controller-manager, whatever ``KUBEBUILDER_ASSETS`` says."""
+    _build_missing(bin_dir(), (CONTROLLER_MANAGER,), progress)
+    return bin_dir() / CONTROLLER_MANAGER.binary
 
 
 def bin_dir() -> Path:
@@ -124,33 +165,42 @@ def _from_assets(folder: Path) -> Binaries:
             " or unset it to build them with Go")
     if not folder.is_dir():
         raise ClusterError(f"{ASSETS_ENV}={folder} is not a directory", hint)
-    missing = [name for name in ("kube-apiserver", "etcd")
-               if not os.access(folder / name, os.X_OK) or not (folder / name).is_file()]
+    missing = [name for name in ("kube-apiserver", "etcd") if not _executable(folder / name)]
     if missing:
         raise ClusterError(
             f"{ASSETS_ENV}={folder} has no executable {' or '.join(missing)}", hint)
     return Binaries(kube_apiserver=folder / "kube-apiserver", etcd=folder / "etcd")
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def _cached_or_built(progress: Progress) -> Binaries:
     folder = bin_dir()
-    if _missing(folder):
-        go = shutil.which("go")
-        if go is None:
-            raise ClusterError(
-                "the Go toolchain (`go`) is not on PATH; it is needed once to build"
-                f" kube-apiserver {KUBERNETES_VERSION} and etcd {ETCD_VERSION}",
-                f"install Go >= 1.24 (https://go.dev/dl/) and add it to PATH, or set {ASSETS_ENV}"
-                " to a folder with kube-apiserver and etcd")
-        with file_lock(folder / ".build.lock"):
-            for build in _missing(folder):  # again: another process may have built meanwhile
-                _build(go, build, folder, progress)
+    _build_missing(folder, BUILDS, progress)
     return Binaries(kube_apiserver=folder / "kube-apiserver", etcd=folder / "etcd")
 
 
-def _missing(folder: Path) -> list[GoBuild]:
+def _build_missing(folder: Path, builds: tuple[GoBuild, ...], progress: Progress) -> None:
+    """Build those of ``builds`` that the cache lacks (or has of another version), once."""
+    if not _missing(folder, builds):
+        return
+    go = shutil.which("go")
+    if go is None:
+        names = " and ".join(f"{b.binary} {b.version}" for b in _missing(folder, builds))
+        raise ClusterError(
+            f"the Go toolchain (`go`) is not on PATH; it is needed once to build {names}",
+            f"install Go >= 1.24 (https://go.dev/dl/) and add it to PATH, or set {ASSETS_ENV}"
+            " to a folder with the binaries")
+    with file_lock(folder / ".build.lock"):
+        for build in _missing(folder, builds):  # again: another process may have built meanwhile
+            _build(go, build, folder, progress)
+
+
+def _missing(folder: Path, builds: tuple[GoBuild, ...]) -> list[GoBuild]:
     recorded = _recorded_versions(folder)
-    return [build for build in BUILDS
+    return [build for build in builds
             if not (folder / build.binary).is_file() or recorded.get(build.binary) != build.version]
 
 

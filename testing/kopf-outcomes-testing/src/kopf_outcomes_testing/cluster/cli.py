@@ -36,7 +36,10 @@ def _or_exit(action: Callable[[], T]) -> T:
 
 @click.group()
 def cluster() -> None:
-    """A local Kubernetes control plane (kube-apiserver + etcd) for tests and demos."""
+    """A local Kubernetes control plane (kube-apiserver + etcd) for tests and demos.
+
+    With ``up --controllers``, kube-controller-manager too: garbage collection and namespace deletion.
+    """
 
 
 @cluster.command()
@@ -46,22 +49,30 @@ def cluster() -> None:
               help="etcd client port on 127.0.0.1 (when starting; default: a free one).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=control_plane.DEFAULT_TIMEOUT,
               show_default=True, help="Seconds to wait for the servers to become ready.")
-def up(port: int | None, etcd_port: int | None, timeout: float) -> None:
+@click.option("--controllers", is_flag=True,
+              help="Also run kube-controller-manager (garbage collection, namespace deletion),"
+                   " next to a running cluster if needed.")
+def up(port: int | None, etcd_port: int | None, timeout: float, controllers: bool) -> None:
     """Build if needed, start or find the cluster, wait until ready; print the kubeconfig path."""
     info = _or_exit(lambda: control_plane.ensure_running(
-        apiserver_port=port, etcd_port=etcd_port, timeout=timeout, progress=_progress))
+        apiserver_port=port, etcd_port=etcd_port, timeout=timeout, progress=_progress,
+        controllers=controllers))
     click.echo(f"cluster is up at {info.server}; export lines: kopf-outcomes cluster env",
                err=True)
     click.echo(str(info.admin_kubeconfig))
 
 
 @cluster.command()
-def build() -> None:
+@click.option("--controllers", is_flag=True,
+              help="Also build kube-controller-manager (for `up --controllers`).")
+def build(controllers: bool) -> None:
     """Build kube-apiserver and etcd once with Go (minutes), into the cache; print the folder.
 
     Not needed when ``KUBEBUILDER_ASSETS`` names envtest's binaries (``setup-envtest use -p path``).
     """
     found = _or_exit(lambda: binaries.build_binaries(_progress))
+    if controllers:
+        _or_exit(lambda: binaries.build_controller_manager(_progress))
     click.echo(str(found.kube_apiserver.parent))
 
 
@@ -81,7 +92,8 @@ def status() -> None:
     if info is None:
         click.echo("cluster is not running", err=True)
         sys.exit(1)
-    click.echo(f"cluster is up at {info.server}")
+    with_controllers = " with kube-controller-manager" if control_plane.controllers_running() else ""
+    click.echo(f"cluster is up at {info.server}{with_controllers}")
 
 
 @cluster.command()

@@ -3,6 +3,10 @@
 One control plane per state folder (``$KOPF_OUTCOMES_STATE_DIR``, by default
 ``~/.cache/kopf-outcomes/cluster``): it outlives the command that started it, so that test
 sessions and demos reuse it, and every user of the folder sees the same cluster.
+
+kube-controller-manager runs only when asked for (``controllers=True``): it is started next to
+an already running API server if missing, and recorded with the servers so that ``stop()``
+takes it down too. Who does not ask for it never needs its binary.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kopf_outcomes_testing.cluster import binaries, paths, processes, resources
+from kopf_outcomes_testing.cluster import binaries, controllers, paths, processes, resources
 from kopf_outcomes_testing.cluster.api import RestClient
 from kopf_outcomes_testing.cluster.info import AUDIT_LOG, ClusterInfo
 from kopf_outcomes_testing.cluster.kubeconfig import write_kubeconfig
@@ -46,37 +50,76 @@ class _State:
 
 def ensure_running(*, apiserver_port: int | None = None, etcd_port: int | None = None,
                    timeout: float = DEFAULT_TIMEOUT, progress: Progress = _silent,
-                   build: bool = True) -> ClusterInfo:
+                   build: bool = True, controllers: bool = False) -> ClusterInfo:
     """Return the running, healthy cluster, starting it first if needed (building if needed).
 
     The ports apply only when starting; by default free ones are chosen. With ``build=False``,
     missing binaries raise :class:`~kopf_outcomes_testing.cluster.binaries.BinariesMissing`.
+    With ``controllers=True``, kube-controller-manager (garbage collection, namespace deletion)
+    runs too, started next to a running cluster if it is not there yet.
     Raises :class:`ClusterError` with a cause and a hint for anything the user can fix.
     """
     folder = paths.state_dir()
     with file_lock(_lock_path(folder)):
         state = _read_state(folder)
-        if state is not None:
-            if state.info is not None and _healthy(state):
-                resources.install(state.info.admin_client(), state.info.restricted_client(),
-                                  timeout=timeout)
-                return state.info
-            progress("found a stopped or broken cluster; cleaning it up")
-            _stop_all(state)
-        for port, what in ((apiserver_port, "kube-apiserver"), (etcd_port, "etcd client")):
-            if port is not None:
-                processes.check_port_free(port, what=what)
-        found = binaries.find_binaries(progress, build=build)
-        fixed_ports = apiserver_port is not None or etcd_port is not None
-        attempt = 1
-        while True:
-            try:
-                return _start(folder, found, apiserver_port, etcd_port, timeout, progress)
-            except processes.PortTaken:
-                if fixed_ports or attempt == PORT_ATTEMPTS:
-                    raise
-                attempt += 1
-                progress("a chosen port was taken meanwhile; retrying with other ports")
+        if state is not None and state.info is not None and _healthy(state):
+            resources.install(state.info.admin_client(), state.info.restricted_client(),
+                              timeout=timeout)
+        else:
+            if state is not None:
+                progress("found a stopped or broken cluster; cleaning it up")
+                _stop_all(state)
+            for port, what in ((apiserver_port, "kube-apiserver"), (etcd_port, "etcd client")):
+                if port is not None:
+                    processes.check_port_free(port, what=what)
+            found = binaries.find_binaries(progress, build=build)
+            if controllers:  # missing or failing to build: before anything starts
+                binaries.find_controller_manager(progress, build=build)
+            state = _start_retrying(folder, found, apiserver_port, etcd_port, timeout, progress)
+        if controllers:
+            state = _with_controllers(folder, state, timeout, progress, build=build)
+        assert state.info is not None  # healthy or just started: its access data is recorded
+        return state.info
+
+
+def controllers_running() -> bool:
+    """Whether the running cluster has kube-controller-manager (``ensure_running(controllers=True)``)."""
+    state = _read_state(paths.state_dir())
+    return (state is not None and _healthy(state)
+            and any(processes.is_ours(p) for p in _controller_managers(state)))
+
+
+def _start_retrying(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
+                    etcd_port: int | None, timeout: float, progress: Progress) -> _State:
+    """:func:`_start` again with other free ports when one was taken meanwhile (not given ones)."""
+    fixed_ports = apiserver_port is not None or etcd_port is not None
+    attempt = 1
+    while True:
+        try:
+            return _start(folder, found, apiserver_port, etcd_port, timeout, progress)
+        except processes.PortTaken:
+            if fixed_ports or attempt == PORT_ATTEMPTS:
+                raise
+            attempt += 1
+            progress("a chosen port was taken meanwhile; retrying with other ports")
+
+
+def _with_controllers(folder: Path, state: _State, timeout: float, progress: Progress, *,
+                      build: bool) -> _State:
+    """The state with a live kube-controller-manager: the recorded one, or one started now."""
+    assert state.info is not None
+    if any(processes.is_ours(p) for p in _controller_managers(state)):
+        return state
+    binary = binaries.find_controller_manager(progress, build=build)
+    started = controllers.start(binary, state.info, timeout=timeout, progress=progress)
+    servers = tuple(p for p in state.processes if p.name != controllers.NAME)  # not a dead one
+    state = _State((*servers, started), state.info)  # last: stopped first
+    _write_state(folder, state)
+    return state
+
+
+def _controller_managers(state: _State) -> list[processes.Process]:
+    return [p for p in state.processes if p.name == controllers.NAME]
 
 
 def running() -> ClusterInfo | None:
@@ -104,7 +147,7 @@ def _lock_path(folder: Path) -> Path:
 
 
 def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
-           etcd_port: int | None, timeout: float, progress: Progress) -> ClusterInfo:
+           etcd_port: int | None, timeout: float, progress: Progress) -> _State:
     """Start etcd, then kube-apiserver; on any failure stop whatever was started."""
     from kopf_outcomes_testing.cluster import pki  # cryptography: only when starting one
 
@@ -195,14 +238,15 @@ def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
         progress("installing the example CRD and the restricted user's RBAC")
         resources.install(info.admin_client(), info.restricted_client(),
                           timeout=max(1.0, deadline - time.monotonic()))
-        _write_state(folder, _State(tuple(running_now), info))
+        state = _State(tuple(running_now), info)
+        _write_state(folder, state)
     except BaseException:
         for process in reversed(running_now):
             processes.stop(process)
         _remove_state_file(folder)
         raise
     progress(f"cluster ready in {time.monotonic() - started:.1f}s at {server}")
-    return info
+    return state
 
 
 _AUDIT_POLICY = """\
@@ -239,8 +283,9 @@ def _apiserver_ready(admin: RestClient) -> bool:
 
 
 def _healthy(state: _State) -> bool:
+    """Whether etcd and kube-apiserver run and answer; a dead controller manager is restartable."""
     return (state.info is not None
-            and all(processes.is_ours(p) for p in state.processes)
+            and all(processes.is_ours(p) for p in state.processes if p.name != controllers.NAME)
             and _apiserver_ready(state.info.admin_client()))
 
 

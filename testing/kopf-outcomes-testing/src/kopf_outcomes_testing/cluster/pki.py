@@ -31,6 +31,17 @@ class Pki:
     service_account_pub: Path  # public: verifies them
 
 
+def files(folder: Path) -> Pki:
+    """Where :func:`generate` writes: how a later step (the controllers) finds them again."""
+    return Pki(
+        ca_cert=folder / "ca.crt",
+        serving_cert=folder / "apiserver.crt",
+        serving_key=folder / "apiserver.key",
+        service_account_key=folder / "sa.key",
+        service_account_pub=folder / "sa.pub",
+    )
+
+
 def generate(folder: Path) -> Pki:
     """Write a fresh CA, a 127.0.0.1/localhost serving certificate and a service-account key."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -61,13 +72,7 @@ def generate(folder: Path) -> Pki:
     )
 
     sa_key = ec.generate_private_key(ec.SECP256R1())
-    pki = Pki(
-        ca_cert=folder / "ca.crt",
-        serving_cert=folder / "apiserver.crt",
-        serving_key=folder / "apiserver.key",
-        service_account_key=folder / "sa.key",
-        service_account_pub=folder / "sa.pub",
-    )
+    pki = files(folder)
     _write(pki.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM))
     _write(pki.serving_cert, serving_cert.public_bytes(serialization.Encoding.PEM))
     _write(pki.serving_key, _private_pem(serving_key), private=True)
