@@ -12,8 +12,9 @@ Eight hooks. A run goes through the first five in this order:
    together with Kopf's own changes, in one request).
 
 Beside the runs: ``kopf_outcomes_observe_object`` tells every plugin which handlers of an object
-wait, once per processing cycle, and ``kopf_outcomes_object_gone`` when the object has left; ``kopf_outcomes_owned_fields`` asks each plugin, once, which
-fields it writes (they never wake a parked handler).
+wait, once per processing cycle, and ``kopf_outcomes_object_gone`` when the object has left;
+``kopf_outcomes_owned_fields`` asks each plugin, once, which fields it writes (they never wake a
+parked handler).
 
 Every hook is called inside Kopf's event loop, on every handler run: implementations must be
 plain (never ``async def``: such a plugin is refused at registration, with its name), quick, and

@@ -34,13 +34,15 @@ How = Literal["owned", "referenced", "selected"]
 
 
 class ObjectRef(NamedTuple):
-    """One object a handler depends on, as it is now (``recall().objects``)."""
+    """One object a handler depends on, as it is now (``recall().objects``). Its state for the
+    handler is its existence and the source's ``fields``."""
 
     namespace: str | None
     name: str
     uid: str
-    resource_version: str
-    deleting: bool  # has a deletionTimestamp: going, not gone
+    resource_version: str  # for the handler's information: not part of the state
+    deleting: bool  # has a deletionTimestamp: going, not gone (for information: not part of the state)
+    fields: tuple[object, ...] = ()  # the values of the source's fields, in their order
 
 
 @dataclass(frozen=True)
@@ -51,11 +53,12 @@ class Source:
     resource: tuple[str, ...]  # as Kopf's decorators take it: ("batch/v1", "jobs"), ("secrets",)
     field: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    fields: tuple[str, ...] = ()  # what of each object is state beside its existence
 
     @property
     def index(self) -> str:
         """The name of the Kopf index that holds these objects (one per distinct source)."""
-        spec = json.dumps([self.how, self.resource, self.field, self.labels])
+        spec = json.dumps([self.how, self.resource, self.field, self.labels, self.fields])
         return "kopf_outcomes_objects_" + hashlib.sha256(spec.encode()).hexdigest()[:12]
 
     def wake_keys(self, body: Mapping[str, Any]) -> list[str]:
@@ -83,7 +86,8 @@ class Source:
         """The keys under which the other object is indexed (and woken for), with its reference."""
         metadata = body.get("metadata") or {}
         ref = ObjectRef(metadata.get("namespace"), str(metadata.get("name", "")), str(metadata.get("uid", "")),
-                        str(metadata.get("resourceVersion", "")), metadata.get("deletionTimestamp") is not None)
+                        str(metadata.get("resourceVersion", "")), metadata.get("deletionTimestamp") is not None,
+                        tuple(_resolve(body, path.split(".")) for path in self.fields))
         if self.how == "owned":
             return {str(owner.get("uid")): ref for owner in metadata.get("ownerReferences") or ()
                     if isinstance(owner, Mapping) and owner.get("uid")}
@@ -92,25 +96,40 @@ class Source:
         return {f"{ref.namespace or ''}/{ref.name}": ref}
 
 
-def owned(*resource: str) -> Source:
-    """The objects of this resource that the object owns (their ``ownerReferences``; ``kopf.adopt``)."""
-    return Source("owned", _resource(resource, "owned"))
+def owned(*resource: str, fields: Iterable[str] = ()) -> Source:
+    """The objects of this resource that the object owns (their ``ownerReferences``; ``kopf.adopt``).
+
+    By default an object's state is that it exists; ``fields`` adds field paths
+    (``fields=["status.succeeded"]``: a Job finishing wakes the handler;
+    ``fields=["metadata.deletionTimestamp"]``: one marked for deletion does)."""
+    return Source("owned", _resource(resource, "owned"), fields=_paths(fields, "owned", "fields"))
 
 
-def referenced(*resource: str, field: str) -> Source:
+def referenced(*resource: str, field: str, fields: Iterable[str] = ()) -> Source:
     """The objects of this resource named by ``field`` of the object (a name or a list of names),
     in its namespace: ``referenced("v1", "secrets", field="spec.secretName")``."""
-    if not isinstance(field, str) or not field or any(not part for part in field.split(".")):
-        raise ValueError(f"referenced(): field must be a dotted path like 'spec.secretName', not {field!r}")
-    return Source("referenced", _resource(resource, "referenced"), field=field)
+    [field] = _paths([field], "referenced", "field")
+    return Source("referenced", _resource(resource, "referenced"), field=field,
+                  fields=_paths(fields, "referenced", "fields"))
 
 
-def selected(*resource: str, labels: Mapping[str, str]) -> Source:
+def selected(*resource: str, labels: Mapping[str, str], fields: Iterable[str] = ()) -> Source:
     """The objects of this resource in the object's namespace with these labels."""
     if not isinstance(labels, Mapping) or not labels or not all(
             isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
         raise ValueError(f"selected(): labels must be a non-empty mapping of strings, not {labels!r}")
-    return Source("selected", _resource(resource, "selected"), labels=tuple(sorted(labels.items())))
+    return Source("selected", _resource(resource, "selected"), labels=tuple(sorted(labels.items())),
+                  fields=_paths(fields, "selected", "fields"))
+
+
+def _paths(paths: Iterable[str], name: str, argument: str) -> tuple[str, ...]:
+    if isinstance(paths, str):
+        raise TypeError(f"{name}(): {argument} must be a list of field paths, not a single string")
+    found = tuple(paths)
+    for path in found:
+        if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
+            raise ValueError(f"{name}(): {argument} must be dotted paths like 'spec.secretName', not {path!r}")
+    return found
 
 
 def _resource(resource: tuple[str, ...], name: str) -> tuple[str, ...]:
@@ -163,8 +182,11 @@ def lookup(sources: Iterable[Source], body: Mapping[str, Any], indices: Mapping[
 
 
 def fingerprint(refs: tuple[ObjectRef, ...]) -> str:
-    """A short digest of the objects' state: what the memory keeps and compares."""
-    return hashlib.sha256(json.dumps(refs, separators=(",", ":")).encode()).hexdigest()[:16]
+    """A short digest of the objects' state: which exist, and the values of the sources' fields
+    (not their resourceVersion nor deletion mark: a write that changes nothing the handler asked
+    for wakes no one): what the memory keeps and compares."""
+    state = [(ref.namespace, ref.name, ref.uid, ref.fields) for ref in refs]
+    return hashlib.sha256(json.dumps(state, separators=(",", ":"), default=str).encode()).hexdigest()[:16]
 
 
 # The parked objects' workers, waiting for a change of their other objects, by wake key.

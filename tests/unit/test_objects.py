@@ -41,6 +41,18 @@ def test_referenced_objects_are_found_by_the_names_in_the_field():
     assert one.entries(child("creds")) == {"ns/creds": objects.ObjectRef("ns", "creds", "u-creds", "7", False)}
 
 
+def test_the_state_of_an_object_is_its_existence_deletion_and_chosen_fields_not_its_version():
+    plain, watched = kopf_outcomes.owned("batch/v1", "jobs"), kopf_outcomes.owned("batch/v1", "jobs",
+                                                                                 fields=["status.succeeded"])
+    before = {**child("j", "u-p"), "status": {"succeeded": 0}}
+    after = {"metadata": {**before["metadata"], "resourceVersion": "8"}, "status": {"succeeded": 1}}
+    state = [objects.fingerprint((source.entries(body)["u-p"],)) for source in (plain, watched)
+             for body in (before, after)]
+    assert state[0] == state[1]  # a new resourceVersion alone is no new state
+    assert state[2] != state[3]  # the chosen field changed
+    assert plain.index != watched.index  # another source: another index
+
+
 def test_lookup_reads_kopfs_indices_in_a_stable_order_and_the_fingerprint_follows_the_objects():
     source = kopf_outcomes.owned("v1", "configmaps")
     index = {"u-p": [source.entries(child(name, "u-p"))["u-p"] for name in ("b", "a")]}
@@ -103,7 +115,8 @@ def test_the_decorator_registers_one_kopf_index_per_source_and_marks_the_functio
     (lambda: kopf_outcomes.depends_on_objects("v1/configmaps"), "argument 1 is 'v1/configmaps', not a source"),
     (lambda: kopf_outcomes.depends_on_objects(), "at least one source"),
     (lambda: kopf_outcomes.owned(), "give the resource as Kopf's decorators take it"),
-    (lambda: kopf_outcomes.referenced("v1", "secrets", field="spec..name"), "must be a dotted path"),
+    (lambda: kopf_outcomes.referenced("v1", "secrets", field="spec..name"), "field must be dotted paths"),
+    (lambda: kopf_outcomes.owned("v1", "pods", fields="status.phase"), "a list of field paths, not a single"),
     (lambda: kopf_outcomes.selected("v1", "pods", labels={}), "non-empty mapping"),
 ])
 def test_wrong_use_is_a_clear_error(make, message):

@@ -54,7 +54,6 @@ from kopf_outcomes.options import declared
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
 
-
 _LOGGER = logging.getLogger("kopf_outcomes")
 
 
