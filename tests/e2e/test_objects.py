@@ -13,6 +13,7 @@ from tests.e2e.test_outcomes import runs
 
 OPERATOR = "tests/e2e/operators/objects_operator.py"
 PENDING = "Handler 'delete_fn' is pending: waiting for the children to go"
+SECRET_AFTER = 30.0
 HOLD = "test.kopf.dev/hold"  # the children's own finalizer: they go only when the test says
 
 
@@ -76,9 +77,9 @@ async def test_a_creation_waits_for_the_secret_it_names(api, cluster, objects, n
     async with operator(OPERATOR) as op:
         await create_example(objects, namespace, "c", {"secretName": "creds"})
         await op.wait_for(lambda r: "is pending: waiting for the secret 'creds'" in r.message, what="Pending")
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(1.5)  # the parking PATCH
         mark = audit.mark()
-        await asyncio.sleep(3)
+        await asyncio.sleep(SECRET_AFTER - 1.5)  # the secret comes 30 s after its parent
         assert audit.writes(since=mark, user_agent="kopf", namespace=namespace, name="c") == []
         assert runs(op, "create_fn") == 1
         started = time.monotonic()
