@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf import requeue
 from kopf_outcomes._kopf.internals import (
-    CHANGE,
     Cause,
     Handler,
     HandlerState,
@@ -31,14 +30,14 @@ from kopf_outcomes._kopf.internals import (
     operator_registry,
     operator_writes,
     progress_of,
-    raw_of,
+    raw_body_of,
     registered_ids,
     subsettings_var,
 )
-from kopf_outcomes._kopf.kopf_runs import body_of, options_of, raw_body_of, resource_of
+from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
 from kopf_outcomes.errors import NotInstalledError
-from kopf_outcomes.kinds import Kind
+from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
 from kopf_outcomes.outcomes import Pending
@@ -96,18 +95,12 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
          state: State | None = None) -> Cycle:
     """The context of a cycle: the handlers' kind decided, the object's memory read once."""
     keys = keys_of(settings)
-    kind = kind_of(cause, next(iter(handlers), None))
-    persists = kind.persists
+    kind = kind_of(cause, handlers)
+    persists = kind in PERSISTING  # Kind.persists, without its call
     body = raw_body_of(cause) if persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
     return tuple.__new__(Cycle, (  # a named tuple's __new__ is a Python call
         keys, records, handlers, state, kind, persists, settings, operator_registry.get(), {}, {}, set()))
-
-
-def bare(settings: OperatorSettings, handler: Handler) -> Cycle:
-    """A cycle with no memory, for telling observers of a run that no cycle started (see
-    ``current``: Kopf itself never runs a handler so; its callers in tests and benchmarks do)."""
-    return tuple.__new__(Cycle, (keys_of(settings), {}, (handler,), None, CHANGE, True, settings, None, {}, {}, set()))
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
@@ -115,21 +108,14 @@ def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
     return _cycle.get() or make(settings, cause, (handler,))
 
 
-def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
-          state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
-    """Make the cycle's context current; ``end()`` with the token when the cycle is over."""
-    context = make(settings, cause, handlers, state)
-    return context, _cycle.set(context)
-
-
-def end(token: contextvars.Token[Cycle | None]) -> None:
-    _cycle.reset(token)
-
-
 # The cycle's context (a C call: it is on every run). None only where Kopf's execute_handler_once
 # is called without its execute_handlers_once: Kopf itself never does (daemons and timers go
 # through it too), callers of Kopf's internals (and the overhead benchmark) may.
 current = _cycle.get
+# Make a cycle's context current (``enter(make(...))``), and ``end()`` it with the token that
+# ``enter`` gave: C calls too, on every cycle.
+enter = _cycle.set
+end = _cycle.reset
 
 
 RETAINED_ONLY = (RETAINED_MARK,)
@@ -155,8 +141,8 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
 def has_memory(cause: Cause, settings: OperatorSettings) -> bool:
     """Whether the object has this operator's memory at all, without reading it: outside of a
     cycle, where nothing has read it yet (the keys as ``keys_of`` finds them, without its call)."""
-    body: Mapping[str, Any] | None = getattr(cause, "body", None)
-    return body is not None and memory.present(raw_of(body), _keys(settings.persistence.finalizer))
+    body = raw_body_of(cause)
+    return body is not None and memory.present(body, _keys(settings.persistence.finalizer))
 
 
 def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:

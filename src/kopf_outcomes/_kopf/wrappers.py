@@ -175,9 +175,10 @@ class Wrappers:
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
-            context = context or cycle.bare(settings, handler)
-            turn = self._turn(context, handler, cause, state, settings, None)
-            return translation.tell(turn, translation.from_kopf(outcome), outcome)
+            # Told as a change where no cycle started the run (see cycle.current): no Turn, no cycle made.
+            kind, keys = (CHANGE, cycle.keys_of(settings)) if context is None else (context.kind, context.keys)
+            run = kopf_runs.build(plugins, kind, handler, cause, state.retries, state, settings, None)
+            return translation.tell(plugins, kind, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
         context = cycle.of(settings, cause, handler)
         record = cycle.record_of(context, handler_id, state)
         if record is None and not remember and not plugins.observed:
@@ -235,8 +236,9 @@ class Wrappers:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
-        parent = cycle.current()  # a change handler's cycle, when these are its sub-handlers
-        context, token = cycle.start(settings, cause, handlers, state)
+        context = cycle.make(settings, cause, handlers, state)
+        parent = cycle.current() if context.kind is SUBHANDLER else None  # the change handler's cycle
+        token = cycle.enter(context)
         try:
             if self.plugins.observes_objects and context.kind is CHANGE:
                 cycle.observe_object(self.plugins, context, handlers, cause, state)
@@ -273,16 +275,16 @@ class Wrappers:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
             ours = {str(handler_id) for handler_id in waiting} if waiting else set()
             for handler_id, outcome in list(outcomes.items()):
-                if isinstance(outcome.exception, Parked):
-                    ours.add(str(handler_id))
-                elif isinstance(outcome.exception, Rechecking):
-                    ours.add(str(handler_id))
+                if not isinstance(outcome.exception, (Parked, Rechecking)):
+                    continue  # Kopf's own
+                ours.add(str(handler_id))
+                if isinstance(outcome.exception, Rechecking):
                     requeue.ran(str(handler_id))
                     if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
                         del outcomes[handler_id]
                         waiting.append(handler_id)
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
-            if parent is not None and context.kind is SUBHANDLER:  # the parent's run decides the delays
+            if parent is not None:  # sub-handlers: the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits)
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
