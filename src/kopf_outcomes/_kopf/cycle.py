@@ -81,20 +81,15 @@ class Cycle(NamedTuple):
 
 
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
-@functools.lru_cache(maxsize=64)
-def _keys(finalizer: str) -> MemoryKeys:
-    return memory.keys_for(finalizer)
-
-
-def keys_of(settings: OperatorSettings) -> MemoryKeys:
-    """The memory's keys of the operator with these settings: by its finalizer (Kopf's public setting)."""
-    return _keys(settings.persistence.finalizer)
+# The memory's keys of an operator, by its finalizer (Kopf's public setting):
+# ``keys_for(settings.persistence.finalizer)``, cached (a C call: it is on every cycle).
+keys_for = functools.lru_cache(maxsize=64)(memory.keys_for)
 
 
 def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
          state: State | None = None) -> Cycle:
     """The context of a cycle: the handlers' kind decided, the object's memory read once."""
-    keys = keys_of(settings)
+    keys = keys_for(settings.persistence.finalizer)
     kind = kind_of(cause, handlers)
     persists = kind in PERSISTING  # Kind.persists, without its call
     body = raw_body_of(cause) if persists else None
@@ -140,9 +135,9 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
 
 def has_memory(cause: Cause, settings: OperatorSettings) -> bool:
     """Whether the object has this operator's memory at all, without reading it: outside of a
-    cycle, where nothing has read it yet (the keys as ``keys_of`` finds them, without its call)."""
+    cycle, where nothing has read it yet."""
     body = raw_body_of(cause)
-    return body is not None and memory.present(body, _keys(settings.persistence.finalizer))
+    return body is not None and memory.present(body, keys_for(settings.persistence.finalizer))
 
 
 def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:

@@ -175,8 +175,10 @@ class Wrappers:
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
-            # Told as a change where no cycle started the run (see cycle.current): no Turn, no cycle made.
-            kind, keys = (CHANGE, cycle.keys_of(settings)) if context is None else (context.kind, context.keys)
+            if context is None:  # a run that no cycle started (see cycle.current): told as a change's
+                kind, keys = CHANGE, cycle.keys_for(settings.persistence.finalizer)
+            else:
+                kind, keys = context.kind, context.keys
             run = kopf_runs.build(plugins, kind, handler, cause, state.retries, state, settings, None)
             return translation.tell(plugins, kind, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
         context = cycle.of(settings, cause, handler)
