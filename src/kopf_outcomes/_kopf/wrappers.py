@@ -247,7 +247,7 @@ class Wrappers:
             handlers_todo, woken, waiting, waits = [], [], [], []
             now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
             for h in handlers:
-                handler_state = progress_of(state, h)
+                handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
                 wait = (None if now is None or handler_state.finished
                         else cycle.recheck_wait(self.plugins, context, h, cause, now))
                 if wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
