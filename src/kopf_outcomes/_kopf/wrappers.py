@@ -93,11 +93,9 @@ class Wrappers:
 
     async def invoke_handler(self, **kwargs: Any) -> Any:
         plugins = self.plugins
-        handler: Handler = kwargs["handler"]
-        cause: Cause = kwargs["cause"]
         context = cycle.current()
         if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
-            record = context.records.get(str(handler.id))
+            record = context.records.get(str(kwargs["handler"].id))
             if record is not None and record.get("recheck"):
                 now = datetime.datetime.now(datetime.timezone.utc)
                 kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
@@ -108,22 +106,25 @@ class Wrappers:
         except Exception as e:
             if plugins.decides_builtin and not isinstance(e, Outcome):
                 raise
-            run = self._run(handler, cause, kwargs)
+            run = self._run(kwargs)
             outcome = engine.decide(plugins, run, exception=e)
             if outcome is None:
                 raise
             raise _Decided(outcome, run, kwargs["subrefs"]) from e
         if plugins.decides_builtin and not isinstance(result, Outcome):
             if not (declared or plugins.provides_options) or not kopf_runs.option(
-                    plugins, handler, cause, "explicit_completion"):  # its gate, inline: every run's path
+                    plugins, kwargs["handler"], kwargs["cause"], "explicit_completion"):  # its gate, inline
                 return result
-        run = self._run(handler, cause, kwargs)
+        run = self._run(kwargs)
         outcome = engine.decide(plugins, run, result=result)
         if outcome is None:
             return result
         raise _Decided(outcome, run, kwargs["subrefs"])
 
-    def _run(self, handler: Handler, cause: Cause, kwargs: Mapping[str, Any]) -> HandlerRun:
+    def _run(self, kwargs: Mapping[str, Any]) -> HandlerRun:
+        """The run as hooks see it, from Kopf's arguments of ``invoke_handler``."""
+        handler: Handler = kwargs["handler"]
+        cause: Cause = kwargs["cause"]
         context = cycle.of(kwargs["settings"], cause, handler)
         previous = context.records.get(str(handler.id))
         return kopf_runs.build(self.plugins, context.kind, handler, cause, kwargs["retry"],
