@@ -13,7 +13,7 @@ import enum
 
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Success
 
-__all__ = ["Effect", "Kind", "effect_of"]
+__all__ = ["PERSISTING", "Effect", "Kind", "effect_of"]
 
 
 class Kind(str, enum.Enum):
@@ -32,7 +32,12 @@ class Kind(str, enum.Enum):
     def persists(self) -> bool:
         """Whether Kopf keeps this kind's progress in the object: only then is there a per-state
         memory, parking, rechecking without writes, and a finalizer to keep."""
-        return self is Kind.CHANGE or self is Kind.SUBHANDLER
+        return self in PERSISTING
+
+
+# The kinds that persist (``Kind.persists``): a tuple, so that the check on every cycle is C
+# code (a property is a Python call, and so is an Enum's hash).
+PERSISTING = (Kind.CHANGE, Kind.SUBHANDLER)
 
 
 class Effect(enum.Enum):

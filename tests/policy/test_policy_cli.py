@@ -353,6 +353,8 @@ def test_plugins_lists_plugins_hooks_and_call_order(policy: Path) -> None:
         "    audit",
         "  kopf_outcomes_observe_object",
         "    (none)",
+        "  kopf_outcomes_object_gone",
+        "    (none)",
         "  kopf_outcomes_owned_fields",
         "    (none)",
     ]

@@ -33,14 +33,14 @@ from kopf_outcomes._kopf.internals import (
     operator_registry,
     operator_writes,
     progress_of,
-    raw_of,
+    raw_body_of,
     registered_ids,
     subsettings_var,
 )
-from kopf_outcomes._kopf.kopf_runs import body_of, options_of, raw_body_of, resource_of
+from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
 from kopf_outcomes.errors import NotInstalledError
-from kopf_outcomes.kinds import Kind
+from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
 from kopf_outcomes.objects import ObjectRef
@@ -88,33 +88,21 @@ class Cycle(NamedTuple):
 
 
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
-@functools.lru_cache(maxsize=64)
-def _keys(finalizer: str) -> MemoryKeys:
-    return memory.keys_for(finalizer)
-
-
-def keys_of(settings: OperatorSettings) -> MemoryKeys:
-    """The memory's keys of the operator with these settings: by its finalizer (Kopf's public setting)."""
-    return _keys(settings.persistence.finalizer)
+# The memory's keys of an operator, by its finalizer (Kopf's public setting):
+# ``keys_for(settings.persistence.finalizer)``, cached (a C call: it is on every cycle).
+keys_for = functools.lru_cache(maxsize=64)(memory.keys_for)
 
 
 def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
          state: State | None = None) -> Cycle:
     """The context of a cycle: the handlers' kind decided, the object's memory read once."""
-    keys = keys_of(settings)
-    kind = kind_of(cause, next(iter(handlers), None))
-    persists = kind.persists
+    keys = keys_for(settings.persistence.finalizer)
+    kind = kind_of(cause, handlers)
+    persists = kind in PERSISTING  # Kind.persists, without its call
     body = raw_body_of(cause) if persists else None
     records = memory.read(body, cause.logger, keys) if body is not None else {}
     return tuple.__new__(Cycle, (  # a named tuple's __new__ is a Python call
         keys, records, handlers, state, kind, persists, settings, operator_registry.get(), {}, {}, set(), {}))
-
-
-def bare(settings: OperatorSettings, handler: Handler) -> Cycle:
-    """A cycle with no memory, for telling observers of a run that no cycle started (see
-    ``current``: Kopf itself never runs a handler so; its callers in tests and benchmarks do)."""
-    return tuple.__new__(Cycle, (keys_of(settings), {}, (handler,), None, CHANGE, True, settings, None, {}, {}, set(),
-                                 {}))
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
@@ -122,21 +110,14 @@ def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
     return _cycle.get() or make(settings, cause, (handler,))
 
 
-def start(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
-          state: State | None = None) -> tuple[Cycle, contextvars.Token[Cycle | None]]:
-    """Make the cycle's context current; ``end()`` with the token when the cycle is over."""
-    context = make(settings, cause, handlers, state)
-    return context, _cycle.set(context)
-
-
-def end(token: contextvars.Token[Cycle | None]) -> None:
-    _cycle.reset(token)
-
-
 # The cycle's context (a C call: it is on every run). None only where Kopf's execute_handler_once
 # is called without its execute_handlers_once: Kopf itself never does (daemons and timers go
 # through it too), callers of Kopf's internals (and the overhead benchmark) may.
 current = _cycle.get
+# Make a cycle's context current (``enter(make(...))``), and ``end()`` it with the token that
+# ``enter`` gave: C calls too, on every cycle.
+enter = _cycle.set
+end = _cycle.reset
 
 
 RETAINED_ONLY = (RETAINED_MARK,)
@@ -161,9 +142,9 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
 
 def has_memory(cause: Cause, settings: OperatorSettings) -> bool:
     """Whether the object has this operator's memory at all, without reading it: outside of a
-    cycle, where nothing has read it yet (the keys as ``keys_of`` finds them, without its call)."""
-    body: Mapping[str, Any] | None = getattr(cause, "body", None)
-    return body is not None and memory.present(raw_of(body), _keys(settings.persistence.finalizer))
+    cycle, where nothing has read it yet."""
+    body = raw_body_of(cause)
+    return body is not None and memory.present(body, keys_for(settings.persistence.finalizer))
 
 
 def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:

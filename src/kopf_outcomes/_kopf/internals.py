@@ -13,7 +13,7 @@ import datetime
 import logging
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from importlib import metadata
 from typing import Any, NamedTuple
 
@@ -36,7 +36,8 @@ from kopf._core.actions.execution import (
 from kopf._core.actions.execution import Outcome as KopfOutcome
 from kopf._core.actions.execution import Result as KopfResult
 from kopf._core.actions.progression import HandlerState
-from kopf._core.intents import causes, handlers
+from kopf._core.intents import causes
+from kopf._core.intents.handlers import TimerHandler
 from kopf._core.reactor import queueing
 
 from kopf_outcomes import misuse
@@ -50,7 +51,7 @@ __all__ = [
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "changing_ids", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
-    "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_of",
+    "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]
 
@@ -92,18 +93,19 @@ CHANGE, SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER
 _KIND_OF_TYPE: dict[type[Any], Kind] = {}  # by the cause's exact type, once found
 
 
-def kind_of(cause: Cause, first: Handler | None) -> Kind:
+def kind_of(cause: Cause, handlers: Collection[Handler]) -> Kind:
     """
     The kind of the handlers Kopf is about to run for this cause: decided here, once per
     cycle, from Kopf's own types. Change handlers run while another handler runs (Kopf's
     ``handler_var`` is set) are sub-handlers; daemons and timers share Kopf's ``DaemonCause``
-    and are told apart by the handler. An unknown cause is read as a change: the strictest
+    and are told apart by their handlers. An unknown cause is read as a change: the strictest
     kind, which never releases more than stock Kopf does.
     """
     kind = _KIND_OF_TYPE.get(cause.__class__)
     if kind is None:
         if isinstance(cause, causes.DaemonCause):
-            return Kind.TIMER if isinstance(first, handlers.TimerHandler) else Kind.DAEMON
+            first = next(iter(handlers), None)
+            return Kind.TIMER if isinstance(first, TimerHandler) else Kind.DAEMON
         kind = next((kind for cause_type, kind in _KINDS if isinstance(cause, cause_type)), CHANGE)
         _KIND_OF_TYPE[cause.__class__] = kind
     if kind is CHANGE and handler_var.get(None) is not None:
@@ -229,9 +231,11 @@ def with_outcomes(state: State, outcomes: Mapping[HandlerId, KopfOutcome]) -> St
     return final
 
 
-def raw_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The plain dict behind Kopf's ``Body`` view, read at this moment (Kopf replaces it when the
-    object changes): every key of the view costs a walk through ``dicts.resolve``, of a dict none."""
+def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
+    """The object as the plain dict behind Kopf's ``Body`` view, for our own reads (plugins see
+    the view), read at this moment (Kopf replaces it when the object changes): every key of the
+    view costs a walk through ``dicts.resolve``, of a dict none."""
+    body: Mapping[str, Any] | None = getattr(cause, "body", None)
     raw = getattr(body, "_src", None)
     return raw if raw.__class__ is dict else body
 

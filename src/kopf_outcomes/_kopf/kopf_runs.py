@@ -16,7 +16,7 @@ from kopf_outcomes._kopf.internals import (
     HandlerState,
     OperatorSettings,
     default_backoff,
-    raw_of,
+    raw_body_of,
     runtime_of,
 )
 from kopf_outcomes.kinds import Kind
@@ -70,12 +70,6 @@ def option(plugins: PluginManager, handler: Handler, cause: Cause, name: str) ->
 def body_of(cause: Cause) -> Mapping[str, Any] | None:
     body: Mapping[str, Any] | None = getattr(cause, "body", None)
     return body
-
-
-def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
-    """The object as a plain dict, for our own reads (plugins see Kopf's ``Body`` view)."""
-    body: Mapping[str, Any] | None = getattr(cause, "body", None)
-    return raw_of(body) if body is not None else None
 
 
 # Enum members' names and values, looked up once: their properties cost on every run.

@@ -21,7 +21,7 @@ from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.memory import StoredOutcome
+from kopf_outcomes.memory import MemoryKeys, StoredOutcome
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
 from kopf_outcomes.values import MAX_DELAY, FatalOnDelete
@@ -191,19 +191,19 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
             cycle.tracked[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.quiet.add(handler_id)  # the same conclusion about the same state: no need to store
-    return tell(turn, outcome, result)
+    return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result)
 
 
-def tell(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
+def tell(plugins: PluginManager, kind: Kind, keys: MemoryKeys, run: HandlerRun, handler: Handler, cause: Cause,
+         outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     """Tell the observers the outcome: ``result`` stands, unless one of them failed. Where Kopf's
-    patch is not the object's (a webhook's answer, an indexer's unused one), they write to none."""
-    cycle, cause = turn.cycle, turn.cause
-    kind = cycle.kind
+    patch is not the object's (a webhook's answer, an indexer's unused one), they write to none.
+    Not a Turn: stock outcomes are told on every observed run, with no cycle or Turn to spare."""
     patch = getattr(cause, "patch", None) if kind is not _WEBHOOK and kind is not _INDEX else None
-    fallback = engine.observe(turn.plugins, turn.run, outcome, patch if patch is not None else {}, cycle.keys)
+    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         attach_events()
-        return retry(turn.handler, None, fallback, cause.logger)
+        return retry(handler, None, fallback, cause.logger)
     return result
 
 

@@ -105,11 +105,9 @@ class Wrappers:
 
     async def invoke_handler(self, **kwargs: Any) -> Any:
         plugins = self.plugins
-        handler: Handler = kwargs["handler"]
-        cause: Cause = kwargs["cause"]
         context = cycle.current()
         if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
-            record = context.records.get(str(handler.id))
+            record = context.records.get(str(kwargs["handler"].id))
             if record is not None and record.get("recheck"):
                 now = datetime.datetime.now(datetime.timezone.utc)
                 kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
@@ -120,22 +118,25 @@ class Wrappers:
         except Exception as e:
             if plugins.decides_builtin and not isinstance(e, Outcome):
                 raise
-            run = self._run(handler, cause, kwargs)
+            run = self._run(kwargs)
             outcome = engine.decide(plugins, run, exception=e)
             if outcome is None:
                 raise
             raise _Decided(outcome, run, kwargs["subrefs"]) from e
         if plugins.decides_builtin and not isinstance(result, Outcome):
             if not (declared or plugins.provides_options) or not kopf_runs.option(
-                    plugins, handler, cause, "explicit_completion"):  # its gate, inline: every run's path
+                    plugins, kwargs["handler"], kwargs["cause"], "explicit_completion"):  # its gate, inline
                 return result
-        run = self._run(handler, cause, kwargs)
+        run = self._run(kwargs)
         outcome = engine.decide(plugins, run, result=result)
         if outcome is None:
             return result
         raise _Decided(outcome, run, kwargs["subrefs"])
 
-    def _run(self, handler: Handler, cause: Cause, kwargs: Mapping[str, Any]) -> HandlerRun:
+    def _run(self, kwargs: Mapping[str, Any]) -> HandlerRun:
+        """The run as hooks see it, from Kopf's arguments of ``invoke_handler``."""
+        handler: Handler = kwargs["handler"]
+        cause: Cause = kwargs["cause"]
         context = cycle.of(kwargs["settings"], cause, handler)
         previous = context.records.get(str(handler.id))
         return kopf_runs.build(self.plugins, context.kind, handler, cause, kwargs["retry"],
@@ -187,9 +188,12 @@ class Wrappers:
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
-            context = context or cycle.bare(settings, handler)
-            turn = self._turn(context, handler, cause, state, settings, None)
-            return translation.tell(turn, translation.from_kopf(outcome), outcome)
+            if context is None:  # a run that no cycle started (see cycle.current): told as a change's
+                kind, keys = CHANGE, cycle.keys_for(settings.persistence.finalizer)
+            else:
+                kind, keys = context.kind, context.keys
+            run = kopf_runs.build(plugins, kind, handler, cause, state.retries, state, settings, None)
+            return translation.tell(plugins, kind, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
         context = cycle.of(settings, cause, handler)
         record = cycle.record_of(context, handler_id, state)
         if record is None and not remember and not plugins.observed:
@@ -247,8 +251,9 @@ class Wrappers:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
-        parent = cycle.current()  # a change handler's cycle, when these are its sub-handlers
-        context, token = cycle.start(settings, cause, handlers, state)
+        context = cycle.make(settings, cause, handlers, state)
+        parent = cycle.current() if context.kind is SUBHANDLER else None  # the change handler's cycle
+        token = cycle.enter(context)
         try:
             if objects.declared:
                 cycle.take_objects(context, handlers, cause)
@@ -257,7 +262,7 @@ class Wrappers:
             handlers_todo, woken, waiting, waits = [], [], [], []
             now = datetime.datetime.now(datetime.timezone.utc) if context.records else None
             for h in handlers:
-                handler_state = progress_of(state, h)
+                handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
                 wait = (None if now is None or handler_state.finished
                         else cycle.recheck_wait(self.plugins, context, h, cause, now))
                 if wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
@@ -287,19 +292,16 @@ class Wrappers:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
             ours = {str(handler_id) for handler_id in waiting} if waiting else set()
             for handler_id, outcome in list(outcomes.items()):
-                if isinstance(outcome.exception, Parked):
-                    ours.add(str(handler_id))
-                    if str(handler_id) in context.quiet:  # woken by its other objects, as before
-                        del outcomes[handler_id]
-                        waiting.append(handler_id)
-                elif isinstance(outcome.exception, Rechecking):
-                    ours.add(str(handler_id))
+                if not isinstance(outcome.exception, (Parked, Rechecking)):
+                    continue  # Kopf's own
+                ours.add(str(handler_id))
+                if isinstance(outcome.exception, Rechecking):
                     requeue.ran(str(handler_id))
-                    if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
-                        del outcomes[handler_id]
-                        waiting.append(handler_id)
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
-            if parent is not None and context.kind is SUBHANDLER:  # the parent's run decides the delays
+                if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
+                    del outcomes[handler_id]
+                    waiting.append(handler_id)
+            if parent is not None:  # sub-handlers: the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits)
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
