@@ -18,6 +18,7 @@ workers of Kopf's watchers wake the parked objects that depend on an object that
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
 import weakref
@@ -67,20 +68,21 @@ class Source:
         if self.how == "owned":
             return [f"uid:{metadata.get('uid', '')}"]
         if self.how == "selected":
-            return [f"sel:{self.index}:{metadata.get('namespace') or ''}"]
+            return [f"sel:{self.index}:{key}" for key in self.keys(body)]
         return [f"ref:{key}" for key in self.keys(body)]
 
     def keys(self, body: Mapping[str, Any]) -> list[str]:
-        """The keys of the dependent object (the parent) into the index."""
+        """The keys of the dependent object (the parent) into the index: in its namespace, and
+        cluster-wide (a resource is one or the other: the resource's own scope decides)."""
         metadata = body.get("metadata") or {}
-        namespace = metadata.get("namespace") or ""
         if self.how == "owned":
             return [str(metadata.get("uid", ""))]
+        scopes = list(dict.fromkeys([metadata.get("namespace") or "", ""]))
         if self.how == "selected":
-            return [namespace]
+            return scopes
         names = _resolve(body, (self.field or "").split("."))
         names = names if isinstance(names, list) else [names]
-        return [f"{namespace}/{name}" for name in names if isinstance(name, str) and name]
+        return [f"{scope}/{name}" for name in names if isinstance(name, str) and name for scope in scopes]
 
     def entries(self, body: Mapping[str, Any]) -> dict[str, ObjectRef]:
         """The keys under which the other object is indexed (and woken for), with its reference."""
@@ -170,15 +172,20 @@ declared: set[bool] = set()
 
 def lookup(sources: Iterable[Source], body: Mapping[str, Any], indices: Mapping[str, Any]) -> tuple[ObjectRef, ...]:
     """The objects these sources name for this object now, from Kopf's indices, in a stable order."""
-    found: set[ObjectRef] = set()
+    found: dict[tuple[str, str, str], ObjectRef] = {}  # by identity: fields may hold lists or dicts
     for source in sources:
-        index = indices.get(source.index)
-        if index is None:
-            continue
+        index = indices[source.index]
         for key in source.keys(body):
             if key in index:
-                found.update(ref for ref in index[key] if isinstance(ref, ObjectRef))
-    return tuple(sorted(found, key=lambda ref: (ref.namespace or "", ref.name, ref.uid)))
+                found.update(((ref.namespace or "", ref.name, ref.uid), ref) for ref in index[key]
+                             if isinstance(ref, ObjectRef))
+    return tuple(found[key] for key in sorted(found))
+
+
+def unindexed(sources: Iterable[Source], indices: Mapping[str, Any]) -> list[Source]:
+    """The sources whose Kopf index the operator does not have (registered in another registry,
+    or after the start): their objects are unknown, never "none"."""
+    return [source for source in sources if source.index not in indices]
 
 
 def fingerprint(refs: tuple[ObjectRef, ...]) -> str:
@@ -186,7 +193,8 @@ def fingerprint(refs: tuple[ObjectRef, ...]) -> str:
     (not their resourceVersion nor deletion mark: a write that changes nothing the handler asked
     for wakes no one): what the memory keeps and compares."""
     state = [(ref.namespace, ref.name, ref.uid, ref.fields) for ref in refs]
-    return hashlib.sha256(json.dumps(state, separators=(",", ":"), default=str).encode()).hexdigest()[:16]
+    encoded = json.dumps(state, separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
 
 
 # The parked objects' workers, waiting for a change of their other objects, by wake key.
@@ -211,23 +219,44 @@ def wait(keys: Iterable[str], event: asyncio.Event) -> Callable[[], None]:
     return forget
 
 
-def changed(body: object) -> None:
+def changed(body: object, *, gone: bool = False) -> None:
     """An object of any watched resource changed or went: wake the parked objects that may
-    depend on it (its owners; those naming it; selectors matching its labels). A wake-up only
-    compares the parent's objects with what its handler saw: a needless one runs nothing."""
-    if not _waiters or not isinstance(body, Mapping):
+    depend on it (its owners; those naming it; selectors matching its labels), now or before
+    this change (an object orphaned, or whose labels stop matching, leaves its parents' objects
+    too). A wake-up only compares the parent's objects with what its handler saw: a needless one
+    runs nothing."""
+    if not isinstance(body, Mapping):
         return
     metadata = body.get("metadata") or {}
-    namespace = metadata.get("namespace") or ""
-    keys = [f"uid:{owner.get('uid')}" for owner in metadata.get("ownerReferences") or ()
-            if isinstance(owner, Mapping)]
-    keys.append(f"ref:{namespace}/{metadata.get('name', '')}")
-    labels = metadata.get("labels") or {}
-    keys.extend(f"sel:{index}:{namespace}" for index, source in _selectors.items()
-                if all(labels.get(key) == value for key, value in source.labels))
-    for key in keys:
+    uid = str(metadata.get("uid", ""))
+    keys = _wake_keys(metadata)
+    before = _last_keys.pop(uid, ()) if gone else _last_keys.get(uid, ())
+    if not gone:
+        _last_keys[uid] = keys
+        _last_keys.move_to_end(uid)
+        if len(_last_keys) > LAST_KEYS_LIMIT:
+            _last_keys.popitem(last=False)
+    for key in {*keys, *before}:
         for event in _waiters.get(key, ()):
             event.set()
+
+
+# The wake keys of each watched object as last seen (bounded; a forgotten one wakes by its new keys only).
+_last_keys: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedDict()
+LAST_KEYS_LIMIT = 65536
+
+
+def _wake_keys(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    namespace = metadata.get("namespace") or ""
+    owners = metadata.get("ownerReferences")
+    keys = [f"uid:{owner.get('uid')}" for owner in owners if isinstance(owner, Mapping)] \
+        if isinstance(owners, list) else []
+    keys.append(f"ref:{namespace}/{metadata.get('name', '')}")
+    labels = metadata.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    keys.extend(f"sel:{index}:{namespace}" for index, source in _selectors.items()
+                if all(labels.get(key) == value for key, value in source.labels))
+    return tuple(keys)
 
 
 _watched: weakref.WeakKeyDictionary[kopf.OperatorRegistry, set[str]] = weakref.WeakKeyDictionary()

@@ -170,19 +170,32 @@ _seen: collections.OrderedDict[tuple[str, str], str] = collections.OrderedDict()
 SEEN_LIMIT = 65536
 
 
-def take_objects(cycle: Cycle, handlers: Collection[Handler], cause: Cause) -> None:
+def take_objects(cycle: Cycle, handlers: Collection[Handler], cause: Cause) -> set[str]:
     """Before any handler runs: the other objects of each handler that depends on some, from
-    Kopf's indices (change handlers only: another kind is told once that it has none)."""
+    Kopf's indices (change handlers only: another kind is told once that it has none). Returns
+    the handlers whose objects are unknown (their index is not the operator's): they must not
+    run, as if none existed (a deletion would release its finalizer with children left)."""
     body, indices = raw_body_of(cause), getattr(cause, "indices", None)
+    unknown: set[str] = set()
     for handler in handlers:
         sources = objects.sources_of(handler.fn)
         if not sources or body is None or indices is None:
             continue
         if cycle.kind is not CHANGE:
-            _refuse_objects(handler, cycle.kind, cause)
+            _refuse(handler, cause, f"{handler} depends on other objects, which only a change handler can do"
+                                    f" (this one is a {cycle.kind.value} handler): they are ignored here.")
+            continue
+        missing = objects.unindexed(sources, indices)
+        if missing:
+            unknown.add(str(handler.id))
+            _refuse(handler, cause, f"{handler} depends on other objects whose Kopf index the operator does not"
+                                    f" have ({', '.join(source.index for source in missing)}): it does not run."
+                                    " Pass the operator's registry to depends_on_objects(..., registry=...), and"
+                                    " declare it before the operator starts.")
             continue
         refs = objects.lookup(sources, body, indices)
         cycle.objects[str(handler.id)] = (refs, objects.fingerprint(refs))
+    return unknown
 
 
 def previous_objects(cycle: Cycle, handler_id: str, cause: Cause, record: MemoryRecord | None) -> str | None:
@@ -192,10 +205,15 @@ def previous_objects(cycle: Cycle, handler_id: str, cause: Cause, record: Memory
     return seen if seen is not None else record.get("objects") if record is not None else None
 
 
-def saw_objects(cause: Cause, handler_id: str, fingerprint: str) -> None:
-    uid = str(((raw_body_of(cause) or {}).get("metadata") or {}).get("uid", ""))
-    _seen[(uid, handler_id)] = fingerprint
-    _seen.move_to_end((uid, handler_id))
+def saw_objects(cause: Cause, handler_id: str, fingerprint: str | None) -> None:
+    """A conclusion about these objects that is not stored (None: one that is, which the memory
+    carries; what this process saw before it is then forgotten, even if the PATCH fails)."""
+    key = (str(((raw_body_of(cause) or {}).get("metadata") or {}).get("uid", "")), handler_id)
+    if fingerprint is None:
+        _seen.pop(key, None)
+        return
+    _seen[key] = fingerprint
+    _seen.move_to_end(key)
     while len(_seen) > SEEN_LIMIT:
         _seen.popitem(last=False)
 
@@ -207,11 +225,14 @@ def objects_moved(cycle: Cycle, handler: Handler, cause: Cause, record: MemoryRe
 
 
 def wake_keys(cycle: Cycle, waiting: Collection[str], cause: Cause) -> tuple[str, ...]:
-    """What wakes the handlers of this cycle that wait (parked, rechecking) on other objects."""
+    """What wakes the handlers of this cycle that wait (parked, rechecking) on other objects; not
+    a retained one: only a person's release wakes it."""
     body = raw_body_of(cause)
     if body is None:
         return ()
+    retained = {handler_id for handler_id, record in cycle.records.items() if record["outcome"] == "retained"}
     return tuple({key for handler in cycle.handlers if str(handler.id) in waiting and str(handler.id) in cycle.objects
+                  and str(handler.id) not in retained
                   for source in objects.sources_of(handler.fn) for key in source.wake_keys(body)})
 
 
@@ -222,17 +243,17 @@ def objects_changed(cycle: Cycle, cause: Cause) -> bool:
         return False
     return any(objects.fingerprint(objects.lookup(objects.sources_of(handler.fn), body, indices))
                != cycle.objects[str(handler.id)][1]
-               for handler in cycle.handlers if str(handler.id) in cycle.objects)
+               for handler in cycle.handlers if str(handler.id) in cycle.objects)  # all indexed (take_objects)
 
 
 _refused: set[str] = set()
 
 
-def _refuse_objects(handler: Handler, kind: Kind, cause: Cause) -> None:
+def _refuse(handler: Handler, cause: Cause, message: str) -> None:
+    """A wrong use of other objects: said once per handler, at ERROR."""
     if str(handler.id) not in _refused:
         _refused.add(str(handler.id))
-        cause.logger.error(f"{handler} depends on other objects, which only a change handler can do"
-                           f" (this one is a {kind.value} handler): they are ignored here.")
+        cause.logger.error(message)
 
 
 def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
@@ -269,7 +290,8 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
     just_ran = last is not None and (now - last).total_seconds() < interval / 2
     due = requeue.next_due(found, last, after=True, served=True) if just_ran and last is not None \
         else requeue.next_due(found, now)
-    if due is None or found["digest"] != digest(plugins, cycle, handler, cause):
+    if due is None or found["digest"] != digest(plugins, cycle, handler, cause) \
+            or objects_moved(cycle, handler, cause, found):
         return None
     wait = (due - now).total_seconds()
     return wait if wait > requeue.TOLERANCE else 0.0

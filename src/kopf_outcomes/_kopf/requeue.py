@@ -180,7 +180,7 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
             finally:
                 _stream.reset(token)
                 if objects.declared and raw_event.__class__ is not Requeued:  # Kopf's indices know it now
-                    objects.changed(raw_event.get("object"))
+                    objects.changed(raw_event.get("object"), gone=raw_event.get("type") == "DELETED")
                 if raw_event.get("type") == "DELETED":
                     gone(resource, raw_event.get("object") or {})
 

@@ -181,11 +181,13 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None,
                                 objects=taken[1] if taken is not None else None)
             if taken is not None:
-                saw_objects(cause, handler_id, taken[1])
                 if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
                         and new == {**run.previous, "objects": taken[1]}):
                     new = run.previous  # woken by its other objects only, concluding as before: known here
                     cycle.quiet.add(handler_id)
+                    saw_objects(cause, handler_id, taken[1])
+                else:
+                    saw_objects(cause, handler_id, None)  # stored: the memory carries what it saw
         memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
         if new is not None:
             cycle.tracked[handler_id] = (handler, cycle, True)

@@ -255,8 +255,8 @@ class Wrappers:
         parent = cycle.current() if context.kind is SUBHANDLER else None  # the change handler's cycle
         token = cycle.enter(context)
         try:
-            if objects.declared:
-                cycle.take_objects(context, handlers, cause)
+            # Handlers whose other objects are unknown (a wrong use, said at ERROR) do not run: ours to hold.
+            unknown = cycle.take_objects(context, handlers, cause) if objects.declared else None
             if self.plugins.observes_objects and context.kind is CHANGE:
                 cycle.observe_object(self.plugins, context, handlers, cause, state)
             handlers_todo, woken, waiting, waits = [], [], [], []
@@ -265,7 +265,9 @@ class Wrappers:
                 handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
                 wait = (None if now is None or handler_state.finished
                         else cycle.recheck_wait(self.plugins, context, h, cause, now))
-                if wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
+                if unknown and str(h.id) in unknown:
+                    waiting.append(h.id)
+                elif wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
                     waiting.append(h.id)
                     waits.append(wait)
                 elif wait is not None or handler_state.awakened:  # due by our schedule, or by Kopf's
@@ -290,6 +292,8 @@ class Wrappers:
             for handler in woken:
                 if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
+                elif handler.id not in outcomes:  # an unfinished one: the next cycle runs it, at once and
+                    waits.append(0.0)  # without a write (the one planned may conclude quietly: no event)
             ours = {str(handler_id) for handler_id in waiting} if waiting else set()
             for handler_id, outcome in list(outcomes.items()):
                 if not isinstance(outcome.exception, (Parked, Rechecking)):
@@ -348,10 +352,12 @@ class Wrappers:
         if not ours.rechecks and not ours.wake:
             return await self._apply(**kwargs)
         due = min(ours.rechecks) if ours.rechecks else None
-        if stock and due is not None and asyncio.get_running_loop().time() + min(stock) <= due and not ours.wake:
+        kopf_due = asyncio.get_running_loop().time() + min(stock) if stock else None
+        if kopf_due is not None and not ours.wake and due is not None and kopf_due <= due:
             return await self._apply(**kwargs)  # Kopf wakes first, as it would without us
-        if due is not None:
-            kwargs["delays"] = []  # ours is first: the next cycle computes Kopf's delays again
+        if kopf_due is not None:  # ours wake first, or any time: the next cycle computes Kopf's delays again
+            due = kopf_due if due is None else min(due, kopf_due)
+        kwargs["delays"] = []
         wake = asyncio.Event() if ours.wake else None
         forget = objects.wait(ours.wake, wake) if wake is not None else None
         try:
