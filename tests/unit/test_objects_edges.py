@@ -14,7 +14,7 @@ from kopf._cogs.structs import bodies, patches
 
 import kopf_outcomes
 from kopf_outcomes import objects
-from kopf_outcomes._kopf import cycle, delays, requeue
+from kopf_outcomes._kopf import delays, dependents, requeue
 from tests.unit.kopf_objects import (
     RESOURCE,
     application,
@@ -35,12 +35,12 @@ NS = BODY["metadata"]["namespace"]
 @pytest.fixture
 def installed(unpatched: None) -> Iterator[Any]:
     declared = set(objects.declared)
-    seen = copy.copy(cycle._seen)
+    seen = copy.copy(dependents._seen)
     yield kopf_outcomes.install(entry_points=False)
     objects.declared.clear()
     objects.declared.update(declared)
-    cycle._seen.clear()
-    cycle._seen.update(seen)
+    dependents._seen.clear()
+    dependents._seen.update(seen)
 
 
 def a_child(name: str, *owners: str, labels: dict[str, str] | None = None, **more: Any) -> dict[str, Any]:
@@ -238,7 +238,7 @@ def test_a_referenced_cluster_scoped_object_is_found():
     assert [ref.name for ref in refs] == ["fast"]
 
 
-# --- 8. saw_objects is remembered before the write lands ------------------------------------------
+# --- 8. dependents.saw was remembered before the write lands ------------------------------------------
 
 async def test_a_conclusion_whose_patch_failed_does_not_count_as_seen(installed: Any, logger: logging.Logger):
     source = kopf_outcomes.owned("v1", "configmaps")

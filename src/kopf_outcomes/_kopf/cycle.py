@@ -9,17 +9,15 @@ neither, and Kopf treats it exactly as without kopf-outcomes.
 """
 from __future__ import annotations
 
-import collections
 import contextvars
 import datetime
 import functools
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
-from kopf_outcomes import engine, memory, objects
-from kopf_outcomes._kopf import requeue
+from kopf_outcomes import engine, memory
+from kopf_outcomes._kopf import dependents, requeue
 from kopf_outcomes._kopf.internals import (
-    CHANGE,
     Cause,
     Handler,
     HandlerState,
@@ -43,7 +41,6 @@ from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryKeys, MemoryRecord
-from kopf_outcomes.objects import ObjectRef
 from kopf_outcomes.outcomes import Pending
 
 
@@ -71,7 +68,7 @@ class Cycle(NamedTuple):
     quiet: set[str]  # rechecking handlers that concluded as before: nothing new to store
     # The other objects of handlers with ``depends_on_objects`` (and their fingerprint), taken
     # before any handler of the cycle runs: what they see and conclude about.
-    objects: dict[str, tuple[tuple[ObjectRef, ...], str]]
+    objects: dict[str, dependents.Taken]
 
     @property
     def writes(self) -> OperatorWrites:
@@ -160,100 +157,8 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return True  # our annotations are in no state: a release must wake the parent itself
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
-    return found["digest"] != digest(plugins, cycle, handler, cause) or objects_moved(cycle, handler, cause, found)
-
-
-# What the handlers with other objects last concluded about, by (object uid, handler id): a
-# wake-up by them that concludes as before stores nothing (0 writes while waiting); bounded,
-# and the memory's own fingerprint stands in for what is forgotten (a restart runs them once).
-_seen: collections.OrderedDict[tuple[str, str], str] = collections.OrderedDict()
-SEEN_LIMIT = 65536
-
-
-def take_objects(cycle: Cycle, handlers: Collection[Handler], cause: Cause) -> set[str]:
-    """Before any handler runs: the other objects of each handler that depends on some, from
-    Kopf's indices (change handlers only: another kind is told once that it has none). Returns
-    the handlers whose objects are unknown (their index is not the operator's): they must not
-    run, as if none existed (a deletion would release its finalizer with children left)."""
-    body, indices = raw_body_of(cause), getattr(cause, "indices", None)
-    unknown: set[str] = set()
-    for handler in handlers:
-        sources = objects.sources_of(handler.fn)
-        if not sources or body is None or indices is None:
-            continue
-        if cycle.kind is not CHANGE:
-            _refuse(handler, cause, f"{handler} depends on other objects, which only a change handler can do"
-                                    f" (this one is a {cycle.kind.value} handler): they are ignored here.")
-            continue
-        missing = objects.unindexed(sources, indices)
-        if missing:
-            unknown.add(str(handler.id))
-            _refuse(handler, cause, f"{handler} depends on other objects whose Kopf index the operator does not"
-                                    f" have ({', '.join(source.index for source in missing)}): it does not run."
-                                    " Pass the operator's registry to depends_on_objects(..., registry=...), and"
-                                    " declare it before the operator starts.")
-            continue
-        refs = objects.lookup(sources, body, indices)
-        cycle.objects[str(handler.id)] = (refs, objects.fingerprint(refs))
-    return unknown
-
-
-def previous_objects(cycle: Cycle, handler_id: str, cause: Cause, record: MemoryRecord | None) -> str | None:
-    """The fingerprint of the other objects that the handler last concluded about."""
-    uid = str(((raw_body_of(cause) or {}).get("metadata") or {}).get("uid", ""))
-    seen = _seen.get((uid, handler_id))
-    return seen if seen is not None else record.get("objects") if record is not None else None
-
-
-def saw_objects(cause: Cause, handler_id: str, fingerprint: str | None) -> None:
-    """A conclusion about these objects that is not stored (None: one that is, which the memory
-    carries; what this process saw before it is then forgotten, even if the PATCH fails)."""
-    key = (str(((raw_body_of(cause) or {}).get("metadata") or {}).get("uid", "")), handler_id)
-    if fingerprint is None:
-        _seen.pop(key, None)
-        return
-    _seen[key] = fingerprint
-    _seen.move_to_end(key)
-    while len(_seen) > SEEN_LIMIT:
-        _seen.popitem(last=False)
-
-
-def objects_moved(cycle: Cycle, handler: Handler, cause: Cause, record: MemoryRecord) -> bool:
-    """Whether a handler's other objects changed since its conclusion (it is then woken)."""
-    taken = cycle.objects.get(str(handler.id))
-    return taken is not None and taken[1] != previous_objects(cycle, str(handler.id), cause, record)
-
-
-def wake_keys(cycle: Cycle, waiting: Collection[str], cause: Cause) -> tuple[str, ...]:
-    """What wakes the handlers of this cycle that wait (parked, rechecking) on other objects; not
-    a retained one: only a person's release wakes it."""
-    body = raw_body_of(cause)
-    if body is None:
-        return ()
-    retained = {handler_id for handler_id, record in cycle.records.items() if record["outcome"] == "retained"}
-    return tuple({key for handler in cycle.handlers if str(handler.id) in waiting and str(handler.id) in cycle.objects
-                  and str(handler.id) not in retained
-                  for source in objects.sources_of(handler.fn) for key in source.wake_keys(body)})
-
-
-def objects_changed(cycle: Cycle, cause: Cause) -> bool:
-    """Whether any handler's other objects differ now from those taken when the cycle began."""
-    body, indices = raw_body_of(cause), getattr(cause, "indices", None)
-    if body is None or indices is None:
-        return False
-    return any(objects.fingerprint(objects.lookup(objects.sources_of(handler.fn), body, indices))
-               != cycle.objects[str(handler.id)][1]
-               for handler in cycle.handlers if str(handler.id) in cycle.objects)  # all indexed (take_objects)
-
-
-_refused: set[str] = set()
-
-
-def _refuse(handler: Handler, cause: Cause, message: str) -> None:
-    """A wrong use of other objects: said once per handler, at ERROR."""
-    if str(handler.id) not in _refused:
-        _refused.add(str(handler.id))
-        cause.logger.error(message)
+    return (found["digest"] != digest(plugins, cycle, handler, cause)
+            or dependents.moved(cycle.objects, handler, cause, found))
 
 
 def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
@@ -291,7 +196,7 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
     due = requeue.next_due(found, last, after=True, served=True) if just_ran and last is not None \
         else requeue.next_due(found, now)
     if due is None or found["digest"] != digest(plugins, cycle, handler, cause) \
-            or objects_moved(cycle, handler, cause, found):
+            or dependents.moved(cycle.objects, handler, cause, found):
         return None
     wait = (due - now).total_seconds()
     return wait if wait > requeue.TOLERANCE else 0.0
@@ -416,4 +321,4 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     return Memory(previous=previous, digest=state_digest,
                   idempotency_key=memory.idempotency_key(uid, handler_id, state_digest + fingerprint),
                   objects=refs, objects_digest=fingerprint,
-                  previous_objects_digest=previous_objects(cycle, handler_id, cause, previous))
+                  previous_objects_digest=dependents.previous(cause, handler_id, previous))

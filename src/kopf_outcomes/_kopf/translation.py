@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 import kopf
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf.cycle import Cycle, digest, saw_objects
+from kopf_outcomes._kopf import dependents
+from kopf_outcomes._kopf.cycle import Cycle, digest
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
@@ -185,9 +186,9 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                         and new == {**run.previous, "objects": taken[1]}):
                     new = run.previous  # woken by its other objects only, concluding as before: known here
                     cycle.quiet.add(handler_id)
-                    saw_objects(cause, handler_id, taken[1])
+                    dependents.saw(cause, handler_id, taken[1])
                 else:
-                    saw_objects(cause, handler_id, None)  # stored: the memory carries what it saw
+                    dependents.saw(cause, handler_id, None)  # stored: the memory carries what it saw
         memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
         if new is not None:
             cycle.tracked[handler_id] = (handler, cycle, True)

@@ -24,7 +24,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import children, cycle, delays, kopf_runs, requeue, translation
+from kopf_outcomes._kopf import children, cycle, delays, dependents, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
     CHANGE,
     SUBHANDLER,
@@ -256,7 +256,10 @@ class Wrappers:
         token = cycle.enter(context)
         try:
             # Handlers whose other objects are unknown (a wrong use, said at ERROR) do not run: ours to hold.
-            unknown = cycle.take_objects(context, handlers, cause) if objects.declared else None
+            unknown = None
+            if objects.declared:
+                taken, unknown = dependents.take(context.kind, handlers, cause)
+                context.objects.update(taken)
             if self.plugins.observes_objects and context.kind is CHANGE:
                 cycle.observe_object(self.plugins, context, handlers, cause, state)
             handlers_todo, woken, waiting, waits = [], [], [], []
@@ -322,9 +325,10 @@ class Wrappers:
                 ours.update(str(h.id) for h in handlers
                             if h.id not in outcomes and cycle.is_parked(progress_of(state, h)))
                 final = with_outcomes(state, outcomes) if ours else state
-                wake = cycle.wake_keys(context, ours, cause) if context.objects else ()
-                delays.tell(getattr(cause, "patch", None), final, ours, waits,
-                            wake, functools.partial(cycle.objects_changed, context, cause) if wake else None)
+                wake = dependents.wake_keys(context.objects, handlers, context.records, ours, cause) \
+                    if context.objects else ()
+                delays.tell(getattr(cause, "patch", None), final, ours, waits, wake,
+                            functools.partial(dependents.changed, context.objects, handlers, cause) if wake else None)
             return outcomes
         finally:
             cycle.end(token)
