@@ -60,7 +60,7 @@ async def test_a_deletion_waits_parked_for_its_children_and_wakes_as_each_goes(a
         assert await get_example(objects, namespace, "p") is not None  # one child remains
         assert audit.writes(since=mark, user_agent="kopf", namespace=namespace, name="p") == []
         woken = runs(op)
-        assert woken >= 3  # the first run and at least one per released child (deletions may batch)
+        assert woken >= 2  # the first run, and one or more as children went (close wake-ups may batch)
         started = time.monotonic()
         await release_child(api, namespace, children[-1])
         await eventually(lambda: _gone(objects, namespace, "p"), timeout=10, what="the parent to go")
