@@ -102,7 +102,14 @@ async def test_garbage_memory_values(objects, namespace, operator, report):
     assert report.operator_exits == []
     assert report.extra["objects_not_started_exactly_once_by_key_main"] == []
     assert rss["values_processed"] == rss["values"]
-    assert rss["growth_bytes"] < control["growth_bytes"] + RSS_MARGIN
+    if QUICK:
+        assert rss["growth_bytes"] < control["growth_bytes"] + RSS_MARGIN
+    else:
+        # 100 values of 190 KB: a process that kept each would grow by >= 9.5 MB in the second
+        # half alone. The allocator's own warm-up for blocks this size (glibc raises its mmap
+        # threshold) grows both halves by a few MB, and the control's RSS moved by -3 to +1 MB
+        # between runs of the same code: a bound on the second half measures retention, not that.
+        assert rss["growth_second_half_bytes"] < (rss["values"] // 2) * rss["value_bytes"] * 3 / 4
 
 
 async def _rss_growth(objects, namespace: str, ops: Operators, name: str, key: str) -> dict[str, int]:
