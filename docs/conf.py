@@ -57,7 +57,7 @@ nitpick_ignore_regex = [
                r"runs|outcomes|policy\.(validation|loading|model|errors|plugin|resolution|cli))(\..*)?"),
     (r"py:.*", r"get_canonical_name"),  # pluggy's, in the docstring of PluginManager.register
     # Internal types that public signatures mention (the reference documents public names only).
-    (r"py:.*", r"(kopf_outcomes\.(memory|options|plugins|recollection|runs|outcomes|_kopf)\.)?"
+    (r"py:.*", r"(kopf_outcomes\.(memory|options|plugins|recollection|runs|outcomes|objects|_kopf)\.)?"
                r"(Record|FnT|Plugins|Conclusion|FatalOnDelete)"),
     # autodoc splits stringified generic annotations ("tuple[str, ...]") at commas.
     (r"py:.*", r"(tuple|dict|list|Mapping)\[.*"),

@@ -23,7 +23,7 @@ from kopf_outcomes.installation import install, is_installed, plugin_manager, re
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory, MemoryRecord
-from kopf_outcomes.objects import ObjectRef, depends_on_objects, owned, referenced, selected
+from kopf_outcomes.objects import ObjectRef, Source, depends_on_objects, owned, referenced, selected
 from kopf_outcomes.options import HandlerOptions, handler_options
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
@@ -46,6 +46,7 @@ __all__ = [
     "PluginManager",
     "ResourceRef",
     "Retry",
+    "Source",
     "Success",
     "UnsupportedKopfError",
     "__version__",
