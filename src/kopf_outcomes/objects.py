@@ -50,11 +50,16 @@ class ObjectRef(NamedTuple):
 class Source:
     """Where a handler's other objects are: made by :func:`owned`, :func:`referenced`, :func:`selected`."""
 
+    #: How the objects are found: by their ownerReferences, by a field of the object, by labels.
     how: How
-    resource: tuple[str, ...]  # as Kopf's decorators take it: ("batch/v1", "jobs"), ("secrets",)
+    #: The resource as Kopf's decorators take it: ``("batch/v1", "jobs")``, ``("secrets",)``.
+    resource: tuple[str, ...]
+    #: For :func:`referenced`: the dotted path of the object's field that names them.
     field: str | None = None
+    #: For :func:`selected`: the labels they carry.
     labels: tuple[tuple[str, str], ...] = ()
-    fields: tuple[str, ...] = ()  # what of each object is state beside its existence
+    #: What of each object is part of the handler's state besides its existence.
+    fields: tuple[str, ...] = ()
 
     @property
     def index(self) -> str:
