@@ -26,7 +26,7 @@ from benchmarks.common import ROOT, machine_info, now_iso, say
 from benchmarks.kube import api_client, ensure_crd_served
 from benchmarks.retries import Retries
 
-SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale")
+SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale", "curve")
 IN_PROCESS = frozenset({"overhead", "instructions"})  # no API server needed
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -44,11 +44,14 @@ def render(report: dict[str, Any], out: Path) -> str:
     out.with_suffix(".md").write_text(table)
     png = reporting.plot(report, out.with_name(out.stem + "-latency.png"))
     report["meta"]["plot"] = png.name if png is not None else None
+    curve = reporting.plot_curve(report, out.with_name(out.stem + "-curve.png"))
+    report["meta"]["curve_plot"] = curve.name if curve is not None else None
     _save(report, out)
     return table
 
 
-async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | None = None) -> int:
+async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | None = None,
+               curve_sizes: list[int] | None = None) -> int:
     from kopf_outcomes_testing.cluster import ensure_running
     from kopf_outcomes_testing.cluster.resources import EXAMPLE_CRD
 
@@ -57,7 +60,8 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
         "date": now_iso(), "mode": "quick" if quick else "full", "scenarios": only,
         "machine": machine_info(), "durations_s": {},
         "command": "python -m benchmarks run" + (" --quick" if quick else "")
-                   + (f" --scale-objects {scale_objects}" if scale_objects else ""),
+                   + (f" --scale-objects {scale_objects}" if scale_objects else "")
+                   + (f" --curve-sizes {','.join(map(str, curve_sizes))}" if curve_sizes else ""),
     }}
     failed = False
     total = Retries()
@@ -76,7 +80,7 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
             try:
                 if api is not None and name not in IN_PROCESS:
                     await ensure_crd_served(api, EXAMPLE_CRD)
-                report[name] = await _scenario(name, quick, api, cluster, scale_objects)
+                report[name] = await _scenario(name, quick, api, cluster, scale_objects, curve_sizes)
             except Exception as e:
                 failed = True
                 report[name] = {"error": f"{type(e).__name__}: {e}"}
@@ -103,8 +107,9 @@ def _retries_line(retries: dict[str, Any]) -> str:
             + (f", {retries['gave_up']} calls gave up" if retries["gave_up"] else ""))
 
 
-async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_objects: int | None) -> dict[str, Any]:
-    from benchmarks import instructions, latency, overhead, scale, writes
+async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_objects: int | None,
+                    curve_sizes: list[int] | None) -> dict[str, Any]:
+    from benchmarks import curve, instructions, latency, overhead, scale, writes
 
     runs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "overhead": lambda: overhead.run(quick=quick),
@@ -112,8 +117,19 @@ async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_object
         "latency": lambda: latency.run(api, str(cluster.admin_kubeconfig), quick=quick),
         "writes": lambda: writes.run(api, cluster, quick=quick),
         "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick, objects=scale_objects),
+        "curve": lambda: curve.run(api, str(cluster.admin_kubeconfig), quick=quick, sizes=curve_sizes),
     }
     return await runs[name]()
+
+
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers of objects like 0,10,100, got {value!r}") from None
+    if not sizes or any(size < 0 for size in sizes):
+        raise argparse.ArgumentTypeError(f"expected numbers of objects (0 or more) like 0,10,100, got {value!r}")
+    return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"comma-separated scenarios (default: all of {','.join(SCENARIOS)})")
     run.add_argument("--scale-objects", type=int, default=None, metavar="N",
                      help="waiting objects in the scale scenario (default: 10000, or 100 with --quick)")
+    run.add_argument("--curve-sizes", type=_sizes, default=None, metavar="N,N,...",
+                     help="waiting objects at each point of the scale curve "
+                          "(default: 0,10,100,1000,10000, or 0,10,100 with --quick)")
     again = commands.add_parser("render", help="re-render the table and the plot of a JSON report")
     again.add_argument("report", type=Path)
     profile = commands.add_parser("profile", help="cProfile the patched handler path")
@@ -155,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale_objects is not None and args.scale_objects < 1:
         parser.error(f"--scale-objects must be at least 1, got {args.scale_objects}")
     out = args.out or RESULTS / ("quick.json" if args.quick else "report.json")
-    return asyncio.run(_run(args.quick, only, out.resolve(), args.scale_objects))
+    return asyncio.run(_run(args.quick, only, out.resolve(), args.scale_objects, args.curve_sizes))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from typing import Any
 
 Getter = Callable[[dict[str, Any]], Any]
 
+CURVE_LIMIT = 1.05  # ours/stock RSS at each size of the scale curve (issue 33)
+
 # (scenario, target, how to read the value, comparison, limit)
 TARGETS: list[tuple[str, str, Getter, str, float]] = [
     ("overhead", "built-ins only, async handler: ours/stock <= 1.05",
@@ -29,6 +31,8 @@ TARGETS: list[tuple[str, str, Getter, str, float]] = [
     ("scale", "RSS: ours/stock <= 1.00", lambda r: r["scale"]["ratio"]["rss"], "<=", 1.00),
     ("scale", "idle CPU: ours/stock <= 1.00", lambda r: r["scale"]["ratio"]["idle_cpu"], "<=", 1.00),
     ("scale", "wake-up p99 <= 1 s", lambda r: r["scale"]["ours"]["wake"]["p99_s"], "<=", 1.0),
+    ("curve", f"RSS at every size: ours/stock <= {CURVE_LIMIT:g}",
+     lambda r: max(point["ratio"]["rss_mib"] for point in r["curve"]["points"]), "<=", CURVE_LIMIT),
     ("scale", "restart re-runs no parked handler (runs after restart <= 0)",
      lambda r: r["scale"]["ours"]["restart"]["handler_runs_after_restart"], "<=", 0.0),
 ]
@@ -172,12 +176,29 @@ def markdown(report: dict[str, Any]) -> str:
             row(f"| | after a restart: handler runs | {a['handler_runs_after_restart']} "
                 f"| {b['handler_runs_after_restart']} | | {_met(report, 'scale', 'restart')} |")
 
+    curve = report.get("curve")
+    if curve and "error" not in curve:
+        for point in curve["points"]:
+            stock, ours, ratios = point["stock"], point["ours"], point["ratio"]
+            met = "" if ratios["rss_mib"] is None else "met" if ratios["rss_mib"] <= CURVE_LIMIT else "**missed**"
+            row(f"| Scale curve, {point['objects']:,} waiting objects | operator RSS / peak RSS, MiB "
+                f"| {_num(stock['rss_mib'], 1)} / {_num(stock['peak_rss_mib'], 1)} "
+                f"| {_num(ours['rss_mib'], 1)} / {_num(ours['peak_rss_mib'], 1)} "
+                f"| {_x(ratios['rss_mib'])} / {_x(ratios['peak_rss_mib'])} | <= {CURVE_LIMIT:g}: {met} |")
+        cost = curve.get("per_object_kib") or {}
+        if cost.get("stock") is not None:
+            row(f"| | RSS per waiting object, KiB (from {curve['points'][0]['objects']:,} to "
+                f"{curve['points'][-1]['objects']:,}) | {_num(cost['stock'], 1)} | {_num(cost['ours'], 1)} | | |")
+
     retried = [f"{name} {section['retries']['total']}" + _causes(section["retries"])
                for name, section in report.items()
                if name != "meta" and isinstance(section, dict) and "retries" in section]
     if retried:
         lines += ["", "API calls retried by the harness (429/5xx/connection): " + "; ".join(retried)
                   + f"; in total {meta.get('retries', {}).get('total', 0)}."]
+    if curve and "error" not in curve and curve.get("points"):
+        lines += ["", "Operator RSS by waiting objects (the scale curve; peak RSS in brackets):", "", "```",
+                  *curve_chart(curve["points"]), "```"]
     errors = [f"- {name}: {section['error']}" for name, section in report.items()
               if isinstance(section, dict) and "error" in section]
     if errors:
@@ -189,6 +210,19 @@ def _causes(retries: dict[str, Any]) -> str:
     causes = ", ".join(f"{n} × {why}" for why, n in retries.get("by_cause", {}).items())
     gave_up = f", {retries['gave_up']} gave up" if retries.get("gave_up") else ""
     return f" ({causes}{gave_up})" if causes or gave_up else ""
+
+
+def curve_chart(points: list[dict[str, Any]], width: int = 50) -> list[str]:
+    """The scale curve as text, a bar per side and size (the report has a plot without matplotlib)."""
+    top = max(point[side][key] for point in points for side in ("stock", "ours") for key in ("rss_mib", "peak_rss_mib"))
+    lines = []
+    for point in points:
+        for side, label in (("stock", "stock"), ("ours", "ours ")):
+            rss, peak = point[side]["rss_mib"], point[side]["peak_rss_mib"]
+            bar = "#" * max(1, round(width * rss / top)) if top > 0 else ""
+            size = f"{point['objects']:>7,}" if side == "stock" else " " * 7
+            lines.append(f"{size} {label} |{bar:<{width}}| {rss:6.1f} MiB ({peak:.1f})")
+    return lines
 
 
 # --- the plot ----------------------------------------------------------------------------------------
@@ -228,6 +262,39 @@ def plot(report: dict[str, Any], path: Path) -> Path | None:
     axes.set_title(f"Callback-to-gone latency ({report['meta']['mode']} run, {report['meta']['date'][:10]})")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def plot_curve(report: dict[str, Any], path: Path) -> Path | None:
+    """RSS and peak RSS by the number of waiting objects, stock beside ours (log scale of
+    objects); None without matplotlib or a curve of two sizes or more."""
+    curve = report.get("curve") or {}
+    points = curve.get("points") if "error" not in curve else None
+    if not points or len(points) < 2:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    objects = [max(point["objects"], 1) for point in points]  # 0 is drawn at 1: a log scale has no 0
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for side, label, colour in (("stock", "stock Kopf", "tab:gray"), ("ours", "kopf-outcomes", "tab:blue")):
+        axes.plot(objects, [p[side]["rss_mib"] for p in points], "o-", color=colour, label=f"{label}, RSS")
+        axes.plot(objects, [p[side]["peak_rss_mib"] for p in points], "x--", color=colour,
+                  label=f"{label}, peak RSS")
+    axes.set_xscale("log")
+    axes.set_xticks(objects, [f"{point['objects']:,}" for point in points])
+    axes.set_xlabel("waiting objects (log scale)")
+    axes.set_ylabel("MiB")
+    axes.set_title(f"Operator memory by waiting objects ({report['meta']['mode']} run, {report['meta']['date'][:10]})")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
