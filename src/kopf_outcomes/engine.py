@@ -78,18 +78,18 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     if not plugins.observed:
         return None
     functions = getattr(patch, "fns", None)  # Kopf's patch functions (1.44+): changes of any kind
-    if not isinstance(functions, list):
-        functions = []
-    empty = not len(patch) and not functions  # the usual case, and nothing to copy
+    if functions.__class__ is not list:
+        functions = _NO_FUNCTIONS
+    empty = not len(patch) and not functions  # the usual case, and nothing to copy (Kopf's Patch.__bool__ is Python's)
     before = None if empty else _Snapshot.of(patch, protected, functions)
-    started = time.monotonic()
+    started = _monotonic()
     failure: BaseException | None = None
     try:
         plugins.observe_outcome(run, outcome, patch)
     except BaseException as e:  # noqa: B036
         failure = e
-    if (seconds := time.monotonic() - started) > SLOW_HOOK:
-        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", seconds)
+    if _monotonic() - started > SLOW_HOOK:
+        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", _monotonic() - started)
     if empty and failure is None and not len(patch) and not functions:
         return None  # nothing was in the patch, and nothing is
     if before is None:  # nothing was in the patch: undo back to nothing
@@ -99,6 +99,10 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
         failure = HookResultError(names, "an observer changed metadata.finalizers or the operator's memory in "
                                          "the patch, or added a patch function; the change is undone")
     return contained(plugins, run, failure) if failure is not None else None
+
+
+_monotonic = time.monotonic  # a module's attribute costs a lookup more, on every observed run
+_NO_FUNCTIONS: list[object] = []  # a patch without Kopf's patch functions: observers cannot add any
 
 
 class _Snapshot(NamedTuple):

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import pluggy
 
-from kopf_outcomes import answers, builtin, hookspecs
+from kopf_outcomes import answers, builtin, hookspecs, observers
 from kopf_outcomes.errors import PluginError
 from kopf_outcomes.options import HandlerOptions
 from kopf_outcomes.outcomes import Outcome
@@ -46,8 +46,8 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self._options: dict[tuple[str, ResourceRef | None], HandlerOptions] = {}
         self._owned_fields: tuple[str, ...] | None = None
-        self._observers: tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None = ()
-        self._pluggy_hookexec = self._inner_hookexec  # what pluggy's tracing and monitoring replace
+        self._monitored = False  # pluggy's call monitoring (or tracing) sees every hook call
+        self.observe_outcome: observers.Observe = self._observe_through_pluggy
         self.register(builtin, name=BUILTIN_NAME)
 
     def get_canonical_name(self, plugin: object) -> str:
@@ -145,30 +145,36 @@ class PluginManager(pluggy.PluginManager):
         self.observed = bool(hook.kopf_outcomes_observe_outcome.get_hookimpls())
         self.observes_objects = bool(hook.kopf_outcomes_observe_object.get_hookimpls())
         self.observes_gone = bool(hook.kopf_outcomes_object_gone.get_hookimpls())
-        self._observers = _plain_calls(hook.kopf_outcomes_observe_outcome)
+        self._refresh_observers()
         self.only_builtins = self.decides_builtin and not self.observed
         # The classification without the built-ins: "did any plugin decide?" is then a None check.
         self.classify_result_by_plugins = self.subset_hook_caller("kopf_outcomes_classify_result", [builtin])
         self.classify_exception_by_plugins = self.subset_hook_caller(
             "kopf_outcomes_classify_exception", [builtin])
 
-    def observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
-        """
-        Call the observers as pluggy does: in its order, each with the arguments it names, the
-        first failure ending the call. Plain implementations are called directly: pluggy's
-        dispatch was the largest part of an observed run's cost. Wrappers, and pluggy's tracing
-        or call monitoring, go through pluggy itself.
-        """
-        calls = self._observers
-        if calls is None or self._inner_hookexec is not self._pluggy_hookexec:
-            self.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
-            return
-        for function, argnames in calls:
-            if argnames is _ALL_ARGUMENTS:
-                function(run, outcome, patch)
-            else:
-                arguments = {"run": run, "outcome": outcome, "patch": patch}
-                function(*[arguments[name] for name in argnames])
+    def _refresh_observers(self) -> None:
+        """``observe_outcome(run, outcome, patch)`` calls the observers as pluggy does: in its
+        order, each with the arguments it names, the first failure ending the call. Plain
+        implementations are called directly (:mod:`.observers`); wrappers, and pluggy's call
+        monitoring or tracing, go through pluggy itself."""
+        direct = None if self._monitored else observers.direct_caller(self.hook.kopf_outcomes_observe_outcome)
+        self.observe_outcome = direct if direct is not None else self._observe_through_pluggy
+
+    def _observe_through_pluggy(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        self.hook.kopf_outcomes_observe_outcome(run=run, outcome=outcome, patch=patch)
+
+    def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
+        """Pluggy's call monitoring (its tracing uses it): the observers go through pluggy while
+        it is on, so that it sees them."""
+        undo = super().add_hookcall_monitoring(before, after)
+        self._monitored = True
+        self._refresh_observers()
+
+        def undo_monitoring() -> None:
+            undo()
+            self._monitored = False
+            self._refresh_observers()
+        return undo_monitoring
 
     def options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:
         """All plugins' options for a handler, merged and cached. May raise: callers contain it."""
@@ -224,16 +230,3 @@ class PluginManager(pluggy.PluginManager):
         """The names of the plugins (not the built-ins) that implement a hook."""
         caller = getattr(self.hook, hook_name)
         return [self.get_name(impl.plugin) or "?" for impl in caller.get_hookimpls() if impl.plugin is not builtin]
-
-
-def _plain_calls(caller: pluggy.HookCaller) -> tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None:
-    """A hook's implementations in pluggy's call order, to be called directly; None if any of
-    them needs pluggy's machinery (a wrapper, or keyword arguments with defaults)."""
-    impls = caller.get_hookimpls()
-    if any(impl.hookwrapper or impl.wrapper or getattr(impl, "kwargnames", ()) for impl in impls):
-        return None
-    return tuple((impl.function, _ALL_ARGUMENTS if tuple(impl.argnames) == _ALL_ARGUMENTS else tuple(impl.argnames))
-                 for impl in reversed(impls))
-
-
-_ALL_ARGUMENTS = ("run", "outcome", "patch")  # the usual implementation's, in the spec's order

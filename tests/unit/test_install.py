@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,31 @@ def test_an_invalid_policy_leaves_an_existing_installation_as_it_was(tmp_path: P
     assert kopf_outcomes.plugin_manager() is plugins
     assert plugins.get_plugin("kopf_outcomes.policy") is before
     assert execution.execute_handler_once == wrappers()[0]
+
+
+def test_a_kopf_whose_invoke_handler_has_other_parameters_gets_them_passed_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wrapper names Kopf's parameters (1.37-1.45) one by one; a Kopf with others (a newer
+    one, opted in) gets the wrapper that passes whatever Kopf gives."""
+    received: list[dict[str, Any]] = []
+
+    async def invoke_handler(*, handler: Any, cause: Any, retry: int, newer: str, **rest: Any) -> str:
+        received.append({"retry": retry, "newer": newer, **rest})
+        return "the handler's result"
+
+    monkeypatch.setattr(execution, "invoke_handler", invoke_handler)
+    kopf_outcomes.install(entry_points=False)
+    assert installation._patch is not None
+    assert execution.invoke_handler == installation._patch.invoke_handler_any
+    result = asyncio.run(execution.invoke_handler(handler=object(), cause=object(), retry=2, newer="given",
+                                                  settings=None, subrefs=set()))
+    assert result == "the handler's result"
+    assert received == [{"retry": 2, "newer": "given", "settings": None, "subrefs": set()}]
+    kopf_outcomes.uninstall()
+    assert execution.invoke_handler is invoke_handler
+
+
+def test_kopfs_own_invoke_handler_gets_the_wrapper_that_names_its_parameters(stock: list[Any]) -> None:
+    kopf_outcomes.install(entry_points=False)
+    assert installation._patch is not None
+    assert execution.invoke_handler == installation._patch.invoke_handler

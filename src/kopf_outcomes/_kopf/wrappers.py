@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import datetime
 import functools
+import inspect
 import logging
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -57,6 +58,11 @@ from kopf_outcomes.runs import HandlerRun
 _LOGGER = logging.getLogger("kopf_outcomes")
 
 
+# Kopf's invoke_handler's parameters (keyword-only), the same from Kopf 1.37 to 1.45.
+_INVOKE_PARAMETERS = ("handler", "cause", "retry", "started", "runtime", "settings", "lifecycle", "subrefs",
+                      "extra_context")
+
+
 class _Decided(BaseException):
     """Carries a decided outcome past Kopf's own ``except Exception`` handling, unlogged."""
 
@@ -82,6 +88,7 @@ class Wrappers:
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
+        self._plain_invoke = tuple(inspect.signature(execution.invoke_handler).parameters) == _INVOKE_PARAMETERS
         self._execute_handler_once = execution.execute_handler_once
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
@@ -90,6 +97,8 @@ class Wrappers:
     def attach(self) -> None:
         for module, name in self.originals:
             setattr(module, name, getattr(self, name))
+        if not self._plain_invoke:  # a Kopf whose invoke_handler has other parameters
+            execution.invoke_handler = self.invoke_handler_any
 
     def detach(self) -> None:
         for (module, name), original in self.originals.items():
@@ -103,44 +112,82 @@ class Wrappers:
             engine.guarded(plugins, _LOGGER, "kopf_outcomes_object_gone",
                            lambda: plugins.hook.kopf_outcomes_object_gone(resource=ref, body=body), None)
 
-    async def invoke_handler(self, **kwargs: Any) -> Any:
-        plugins = self.plugins
+    async def invoke_handler(self, *, handler: Handler, cause: Cause, retry: int, started: datetime.datetime,
+                             runtime: datetime.timedelta, settings: OperatorSettings, lifecycle: LifeCycleFn | None,
+                             subrefs: set[HandlerId], extra_context: ExtraContext) -> Any:
+        """Kopf's ``invoke_handler``, its keyword-only parameters named one by one (the same in
+        every supported Kopf): a ``**kwargs`` wrapper gathers a dict and unpacks it on every run.
+        A Kopf with other parameters gets :meth:`invoke_handler_any` instead (``attach``)."""
         context = cycle.current()
         if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
-            record = context.records.get(str(kwargs["handler"].id))
+            record = context.records.get(str(handler.id))
             if record is not None and record.get("recheck"):
-                now = datetime.datetime.now(datetime.timezone.utc)
-                kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
+                retry += requeue.quiet_attempts(record, datetime.datetime.now(datetime.timezone.utc))
+        plugins = self.plugins
         try:
-            result = await self._invoke_handler(**kwargs)
+            result = await self._invoke_handler(
+                handler=handler, cause=cause, retry=retry, started=started, runtime=runtime, settings=settings,
+                lifecycle=lifecycle, subrefs=subrefs, extra_context=extra_context)
         except HandlerChildrenRetry:
             raise  # Kopf's own sub-handler bookkeeping, not the handler's verdict
         except Exception as e:
             if plugins.decides_builtin and not isinstance(e, Outcome):
                 raise
-            run = self._run(kwargs)
+            run = self._run(handler, cause, retry, runtime, settings)
+            outcome = engine.decide(plugins, run, exception=e)
+            if outcome is None:
+                raise
+            raise _Decided(outcome, run, subrefs) from e
+        if plugins.decides_builtin and not isinstance(result, Outcome):
+            if not (declared or plugins.provides_options) or not kopf_runs.option(
+                    plugins, handler, cause, "explicit_completion"):  # its gate, inline
+                return result
+        run = self._run(handler, cause, retry, runtime, settings)
+        outcome = engine.decide(plugins, run, result=result)
+        if outcome is None:
+            return result
+        raise _Decided(outcome, run, subrefs)
+
+    async def invoke_handler_any(self, **kwargs: Any) -> Any:
+        """:meth:`invoke_handler` for a Kopf whose ``invoke_handler`` has other parameters:
+        Kopf's arguments passed on as they are."""
+        handler: Handler = kwargs["handler"]
+        context = cycle.current()
+        if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
+            record = context.records.get(str(handler.id))
+            if record is not None and record.get("recheck"):
+                now = datetime.datetime.now(datetime.timezone.utc)
+                kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
+        plugins = self.plugins
+        try:
+            result = await self._invoke_handler(**kwargs)
+        except HandlerChildrenRetry:
+            raise
+        except Exception as e:
+            if plugins.decides_builtin and not isinstance(e, Outcome):
+                raise
+            run = self._run(handler, kwargs["cause"], kwargs["retry"], kwargs["runtime"], kwargs["settings"])
             outcome = engine.decide(plugins, run, exception=e)
             if outcome is None:
                 raise
             raise _Decided(outcome, run, kwargs["subrefs"]) from e
         if plugins.decides_builtin and not isinstance(result, Outcome):
             if not (declared or plugins.provides_options) or not kopf_runs.option(
-                    plugins, kwargs["handler"], kwargs["cause"], "explicit_completion"):  # its gate, inline
+                    plugins, handler, kwargs["cause"], "explicit_completion"):
                 return result
-        run = self._run(kwargs)
+        run = self._run(handler, kwargs["cause"], kwargs["retry"], kwargs["runtime"], kwargs["settings"])
         outcome = engine.decide(plugins, run, result=result)
         if outcome is None:
             return result
         raise _Decided(outcome, run, kwargs["subrefs"])
 
-    def _run(self, kwargs: Mapping[str, Any]) -> HandlerRun:
+    def _run(self, handler: Handler, cause: Cause, retry: int, runtime: datetime.timedelta,
+             settings: OperatorSettings) -> HandlerRun:
         """The run as hooks see it, from Kopf's arguments of ``invoke_handler``."""
-        handler: Handler = kwargs["handler"]
-        cause: Cause = kwargs["cause"]
-        context = cycle.of(kwargs["settings"], cause, handler)
+        context = cycle.of(settings, cause, handler)
         previous = context.records.get(str(handler.id))
-        return kopf_runs.build(self.plugins, context.kind, handler, cause, kwargs["retry"],
-                          kwargs["runtime"].total_seconds(), kwargs["settings"], previous)
+        return kopf_runs.build(self.plugins, context.kind, handler, cause, retry, runtime.total_seconds(), settings,
+                               previous)
 
     async def execute_handler_once(
         self,
@@ -154,19 +201,17 @@ class Wrappers:
     ) -> KopfOutcome:
         plugins = self.plugins
         context = cycle.current()  # None without a cycle (see cycle.current): made only when needed
-        handler_id = str(handler.id)
         if state.message is not None and cycle.is_parked(state, cycle.RETAINED_ONLY):  # only a retained one is released
             context = cycle.of(settings, cause, handler)
-            record = cycle.record_of(context, handler_id, state)
+            record = cycle.record_of(context, str(handler.id), state)
             if record is not None and record["outcome"] == "retained" and kopf_runs.body_of(cause) is not None:
                 return self._release(context, handler, cause, state, settings, record)
         # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
         errors = None if plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
         try:
-            outcome = await self._execute_handler_once(
-                settings=settings, handler=handler, cause=cause, state=state, lifecycle=lifecycle,
-                extra_context=extra_context, default_errors=default_errors,
-            )
+            # By position (Kopf's order of its parameters): keywords cost every run their matching.
+            outcome = await self._execute_handler_once(settings, handler, cause, state, lifecycle,
+                                                       extra_context, default_errors)
         except _Decided as decided:
             context = cycle.of(settings, cause, handler)
             return translation.realize(translation.turn(plugins, context, decided.run, handler, cause, state),
@@ -184,6 +229,7 @@ class Wrappers:
                 return outcome  # Kopf's bookkeeping of its children, not a verdict to remember or tell
         # kopf_runs.option's gate, inline: this is every run's path.
         remember = (declared or plugins.provides_options) and kopf_runs.option(plugins, handler, cause, "remember")
+        handler_id = str(handler.id)
         remembered = handler_id in context.records if context is not None else cycle.has_memory(cause, settings)
         if not remember and not remembered:
             if not plugins.observed:
