@@ -7,7 +7,11 @@ of the record (``outcome``: success, pending, retry, retained, fatal). A filter 
 with a reason of its own (:data:`REASONS`) and the type Kopf gives the level (INFO ``Normal``,
 WARNING ``Warning``, ERROR ``Error``), and marks the record so that Kopf does not post it again
 as ``Logging``. A conclusion that holds is logged at DEBUG (a quiet recheck), below Kopf's
-posting level (``settings.posting.level``, INFO by default): it posts nothing.
+posting level (``settings.posting.level``, INFO by default): it posts nothing. Outcome lines are
+log lines: where Kopf posts none of those (Kopf >= 1.45 unless ``settings.posting.loggers`` is
+on), they post none either. Posted anyway, they cost a waiting operator about 27 KiB of memory per
+object (issue 33: Kopf posts each object's Events from a worker of its own, each on a TLS
+connection of its own, all at once when many objects park), and the API server an Event each.
 
 Records of stock Kopf (no ``outcome`` field) are left as they are. ``install(events=False)`` or
 ``KOPF_OUTCOMES_EVENTS=0`` turns this off: the lines are then posted as Kopf posts log lines.
@@ -49,8 +53,8 @@ class OutcomeEvents(logging.Filter):
         if reason is None or not isinstance(ref, dict) or getattr(record, "k8s_skip", False):
             return True
         posting = getattr(settings, "posting", None)
-        if posting is None or record.levelno < posting.level:
-            return True  # nothing to post: as Kopf would do
+        if posting is None or record.levelno < posting.level or not getattr(posting, "loggers", True):
+            return True  # nothing to post: as Kopf would do (Kopf >= 1.45 posts log lines only when asked)
         body = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
                 "metadata": {"name": ref.get("name"), "uid": ref.get("uid"), "namespace": ref.get("namespace")}}
         try:
