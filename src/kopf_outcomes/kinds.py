@@ -13,7 +13,7 @@ import enum
 
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Success
 
-__all__ = ["PERSISTING", "Effect", "Kind", "effect_of"]
+__all__ = ["PERSISTING", "STOCK", "Effect", "Kind", "effect_of"]
 
 
 class Kind(str, enum.Enum):
@@ -65,6 +65,13 @@ _TABLE: dict[Kind, tuple[Effect, Effect, Effect, Effect]] = {
     Kind.EVENT: (Effect.REFUSE, Effect.REFUSE, Effect.REFUSE, Effect.REFUSE),
     Kind.INDEX: (Effect.REFUSE, Effect.REFUSE, Effect.REFUSE, Effect.REFUSE),
 }
+
+# The kinds whose row refuses every outcome (a tuple, as PERSISTING): Kopf's own, untouched. No
+# plugin, policy, memory or observer sees their runs, so none can turn a result into an outcome
+# there (the library's own indexers are of this kind: a plugin failing on a child, or a global
+# ``explicit_completion``, must not drop the child from the index); only an outcome that the
+# handler itself returns or raises is refused, at ERROR, as its row says. Decided once per cycle.
+STOCK = tuple(kind for kind, row in _TABLE.items() if set(row) == {Effect.REFUSE})
 
 # Why a cell refuses: said in the error, so that the user learns what to do instead.
 REFUSALS: dict[Kind, str] = {

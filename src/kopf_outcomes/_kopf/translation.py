@@ -61,10 +61,7 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
         logger.info(f"{handler} succeeded.", extra=fields(handler, "success"))
         result = KopfOutcome(final=True, result=KopfResult(outcome.result))
     elif effect is Effect.REFUSE:
-        message = (f"{handler} returned {outcome!r}, which has no meaning in a handler of kind "
-                   f"{cycle.kind.value!r}: {REFUSALS[cycle.kind]}.")
-        logger.error(message, extra=fields(handler, "fatal", message))
-        result = KopfOutcome(final=True, exception=kopf.PermanentError(message))
+        result = refuse(cycle.kind, handler, outcome, logger)
     elif effect is Effect.REJECT:  # the reason is the API server's answer: no marks of ours
         reason = str(outcome)
         logger.log(getattr(outcome, "level", logging.INFO), f"{handler} rejects the request: {reason}",
@@ -82,6 +79,16 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
             or failed(handler, fatal, logger)
     result = dataclasses.replace(result, subrefs=subrefs)
     return conclude(turn, outcome, result)
+
+
+def refuse(kind: Kind, handler: Handler, outcome: Outcome,
+           logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
+    """An outcome where the kind's row refuses it: a misuse, said at ERROR, final (nothing to remember)."""
+    attach_events()
+    message = (f"{handler} returned {outcome!r}, which has no meaning in a handler of kind "
+               f"{kind.value!r}: {REFUSALS[kind]}.")
+    logger.error(message, extra=fields(handler, "fatal", message))
+    return KopfOutcome(final=True, exception=kopf.PermanentError(message))
 
 
 def pending(handler: Handler, run: HandlerRun, outcome: Pending, effect: Effect,

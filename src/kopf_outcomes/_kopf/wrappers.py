@@ -48,10 +48,11 @@ from kopf_outcomes._kopf.internals import (
     with_outcomes,
 )
 from kopf_outcomes._kopf.marks import Parked, Rechecking
+from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import declared
-from kopf_outcomes.outcomes import Fatal, Outcome, Pending
+from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Success
 from kopf_outcomes.runs import HandlerRun
 
 _LOGGER = logging.getLogger("kopf_outcomes")
@@ -65,6 +66,14 @@ class _Decided(BaseException):
         self.outcome = outcome
         self.run = run
         self.subrefs = subrefs  # the sub-handlers it ran, for Kopf to purge their states later
+
+
+class _Refused(BaseException):
+    """A handler's own outcome in a stock kind (``kinds.STOCK``): refused where Kopf called it."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
 
 
 class Wrappers:
@@ -106,11 +115,14 @@ class Wrappers:
     async def invoke_handler(self, **kwargs: Any) -> Any:
         plugins = self.plugins
         context = cycle.current()
-        if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
-            record = context.records.get(str(kwargs["handler"].id))
-            if record is not None and record.get("recheck"):
-                now = datetime.datetime.now(datetime.timezone.utc)
-                kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
+        if context is not None:
+            if context.kind in STOCK:  # decided for the cycle in execute_handlers_once
+                return await self._invoke_stock(kwargs)
+            if context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
+                record = context.records.get(str(kwargs["handler"].id))
+                if record is not None and record.get("recheck"):
+                    now = datetime.datetime.now(datetime.timezone.utc)
+                    kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
         try:
             result = await self._invoke_handler(**kwargs)
         except HandlerChildrenRetry:
@@ -132,6 +144,20 @@ class Wrappers:
         if outcome is None:
             return result
         raise _Decided(outcome, run, kwargs["subrefs"])
+
+    async def _invoke_stock(self, kwargs: dict[str, Any]) -> Any:
+        """A run of a stock kind: Kopf's own reading of its result or error. A Success is its value
+        (the table's cell); any other outcome of the handler's own is refused."""
+        result: object
+        try:
+            result = await self._invoke_handler(**kwargs)
+        except Outcome as e:
+            result = e
+        if isinstance(result, Success):
+            return result.result
+        if isinstance(result, Outcome):
+            raise _Refused(result)
+        return result
 
     def _run(self, kwargs: Mapping[str, Any]) -> HandlerRun:
         """The run as hooks see it, from Kopf's arguments of ``invoke_handler``."""
@@ -252,6 +278,9 @@ class Wrappers:
     ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
         context = cycle.make(settings, cause, handlers, state)
+        if context.kind in STOCK:  # the one place where a kind is left to stock Kopf (kinds.STOCK)
+            return await self._stock_handlers_once(context, lifecycle, settings, handlers, cause, state,
+                                                   extra_context, default_errors)
         parent = cycle.current() if context.kind is SUBHANDLER else None  # the change handler's cycle
         token = cycle.enter(context)
         try:
@@ -329,6 +358,28 @@ class Wrappers:
                     if context.objects else ()
                 delays.tell(getattr(cause, "patch", None), final, ours, waits, wake,
                             functools.partial(dependents.changed, context.objects, handlers, cause) if wake else None)
+            return outcomes
+        finally:
+            cycle.end(token)
+
+    async def _stock_handlers_once(self, context: cycle.Cycle, lifecycle: LifeCycleFn, settings: OperatorSettings,
+                                   handlers: Collection[Handler], cause: Cause, state: State,
+                                   extra_context: ExtraContext, default_errors: ErrorsMode,
+                                   ) -> Mapping[HandlerId, KopfOutcome]:
+        """Kopf's ``execute_handlers_once`` as it is, with Kopf's own ``execute_handler_once``: no
+        plugin, policy, memory or observer in between; only a handler's own outcome is refused."""
+        token = cycle.enter(context)
+        try:
+            handlers_todo = [h for h in handlers if state[h.id].awakened]
+            handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
+            outcomes: dict[HandlerId, KopfOutcome] = {}
+            for handler in handlers_plan:
+                try:
+                    outcomes[handler.id] = await self._execute_handler_once(
+                        settings=settings, handler=handler, state=state[handler.id], cause=cause,
+                        lifecycle=lifecycle, extra_context=extra_context, default_errors=default_errors)
+                except _Refused as refused:
+                    outcomes[handler.id] = translation.refuse(context.kind, handler, refused.outcome, cause.logger)
             return outcomes
         finally:
             cycle.end(token)
