@@ -14,6 +14,7 @@ from kopf_outcomes._version import __version__
 from kopf_outcomes.errors import (
     KopfOutcomesError,
     NotInstalledError,
+    ObjectsUnknownError,
     OutcomeMisreadError,
     PluginError,
     UnsupportedKopfError,
@@ -39,6 +40,7 @@ __all__ = [
     "MemoryRecord",
     "NotInstalledError",
     "ObjectRef",
+    "ObjectsUnknownError",
     "Outcome",
     "OutcomeMisreadError",
     "Pending",

@@ -137,7 +137,7 @@ async def test_other_objects_on_another_kind_are_an_error_named_once(undeclared,
     for _ in range(2):
         await run_handlers([handler_of("timer", tick)], cause_of("timer", BODY, logger))
     errors = [message for level, message in collector.pairs() if level >= 40]
-    assert len(errors) == 1 and "only a change handler can do (this one is a timer handler)" in errors[0]
+    assert len(errors) == 1 and "only a change handler can (this one is a timer handler)" in errors[0]
 
 
 async def test_a_change_handler_sees_its_objects_from_kopfs_indices(undeclared, unpatched, logger):

@@ -13,10 +13,20 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import Decision, HandlerRun, Outcome, hookimpl, objects
+from kopf_outcomes._kopf.marks import Rechecking
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.policy import Policy, Scope
 from tests.unit.conftest import Collector
-from tests.unit.kopf_objects import cause_of, handler_of, run_handlers
+from tests.unit.kopf_objects import (
+    Reason,
+    body_after,
+    cause_of,
+    changing_cause,
+    handler,
+    handler_of,
+    parked_state,
+    run_handlers,
+)
 from tests.unit.test_patched_execution import BODY
 
 UID = BODY["metadata"]["uid"]
@@ -139,3 +149,65 @@ async def test_a_handlers_own_outcome_in_a_stock_kind_is_still_refused_without_p
     assert f"kind {kind!r}" in str(outcome.exception)
     assert [level for level, _ in collector.pairs() if level >= logging.WARNING] == [logging.ERROR]
     assert observer.kinds == []
+
+
+# --- 2. A sub-handler's objects, and kinds that cannot hold: never "none" -----------------------
+
+def index_of(source: objects.Source, *children: Mapping[str, Any]) -> dict[str, Any]:
+    """Kopf's index of the source as it holds these children (a plain mapping of stores)."""
+    index: dict[str, list[objects.ObjectRef]] = {}
+    for body in children:
+        for key, ref in source.entries(body).items():
+            index.setdefault(key, []).append(ref)
+    return {source.index: index}
+
+
+async def test_a_sub_handler_that_depends_on_objects_is_held_with_its_parent(
+        installed: PluginManager, logger: logging.Logger, collector: Collector) -> None:
+    source = kopf_outcomes.owned("v1", "configmaps")
+    runs: list[int] = []
+
+    @kopf_outcomes.depends_on_objects(source, registry=kopf.OperatorRegistry())
+    async def child(**_: Any) -> Any:  # the documented check, in a sub-handler
+        runs.append(len(kopf_outcomes.recall().objects))
+        return kopf_outcomes.Pending("children remain") if kopf_outcomes.recall().objects else None
+
+    async def parent(**_: Any) -> None:
+        await kopf.execute(fns={"child": child})
+
+    h = handler(parent, id="parent")
+    state, body = None, BODY
+    for attempt in range(2):  # the second: the object changed, the parent (and its sub-handler) run again
+        cause = changing_cause(body, logger, reason=Reason.DELETE)
+        cause.indices = index_of(source, CHILD)
+        outcomes = await run_handlers([h], cause, state)
+        state, body = parked_state([h], outcomes), body_after(cause, status={"attempt": attempt})
+        # Was: it ran with no objects, succeeded, and the parent's deletion released the finalizer.
+        assert runs == []
+        assert outcomes["parent"].final is False
+        assert isinstance(outcomes["parent"].exception, Rechecking)  # quiet: no ten-year sleep, no busy loop
+        assert 0 < outcomes["parent"].delay <= 60
+    [error] = [message for level, message in collector.pairs() if level >= logging.ERROR]  # once
+    assert "'parent/child'" in error and "Declare depends_on_objects(...) on 'parent'" in error
+
+
+@pytest.mark.parametrize("kind", ["timer", "daemon", "index", "event", "webhook"])
+async def test_a_kind_that_cannot_hold_never_reads_its_objects_as_none(
+        kind: str, installed: PluginManager, logger: logging.Logger) -> None:
+    source = kopf_outcomes.owned("v1", "configmaps")
+    seen: list[str] = []
+
+    @kopf_outcomes.depends_on_objects(source, registry=kopf.OperatorRegistry())
+    async def fn(**_: Any) -> Any:
+        try:
+            seen.append("none" if not kopf_outcomes.recall().objects else "some")
+        except kopf_outcomes.ObjectsUnknownError as e:
+            seen.append(str(e))
+
+    h = handler_of(kind, fn)
+    cause = cause_of(kind, BODY, logger)
+    cause.indices = index_of(source, CHILD)
+    await run_handlers([h], cause)
+    # Was: told (with one ERROR) that they are ignored here; then recall().objects == (): "none".
+    [message] = seen
+    assert f"handler of kind {kind!r}" in message and "only a change handler" in message

@@ -25,11 +25,12 @@ from kopf_outcomes.outcomes import Pending
 
 def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, KopfOutcome],
             quiet: Collection[HandlerId], records: Mapping[str, MemoryRecord],
-            waits: Collection[float]) -> Pending | float | None:
+            waits: Collection[float], held: Mapping[str, float | None]) -> Pending | float | None:
     """What the parent waits for: a Pending if every unfinished child waits for us; else, if some
     do, the delay of Kopf's retry of the children; else None (Kopf's retry as it is). ``quiet``:
     the rechecking children not run now, or run with nothing new to store; ``waits``: the seconds
-    until our rechecking children are due."""
+    until our rechecking children are due; ``held``: the children not run because their other
+    objects are unknown (never "none"), with when to look again."""
     reasons: list[str] = []
     rechecks: list[float] = []
     stock: list[float] = []  # the delays of Kopf's own unfinished children
@@ -37,6 +38,12 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
     for handler in handlers:
         handler_id, outcome = str(handler.id), outcomes.get(handler.id)
         if outcome is not None and outcome.final:
+            continue
+        if handler_id in held and outcome is None:
+            again = held[handler_id]
+            if again is not None:
+                rechecks.append(again)
+            reasons.append(f"{handler_id} is held: its other objects are unknown")
             continue
         if outcome is not None and isinstance(outcome.exception, (Parked, Rechecking)):
             retained, reason = isinstance(outcome.exception, Retained), str(outcome.exception.args[0])

@@ -316,7 +316,8 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     taken = cycle.objects.get(handler_id)
     if taken is None:
         return Memory(previous=previous, digest=state_digest,
-                      idempotency_key=memory.idempotency_key(uid, handler_id, state_digest))
+                      idempotency_key=memory.idempotency_key(uid, handler_id, state_digest),
+                      objects=dependents.unknown_objects(cycle.kind, handler))
     refs, fingerprint = taken
     return Memory(previous=previous, digest=state_digest,
                   idempotency_key=memory.idempotency_key(uid, handler_id, state_digest + fingerprint),

@@ -285,7 +285,7 @@ class Wrappers:
         token = cycle.enter(context)
         try:
             # Handlers whose other objects are unknown (a wrong use, said at ERROR) do not run: ours to hold.
-            unknown = None
+            unknown: dict[str, float | None] | None = None
             if objects.declared:
                 taken, unknown = dependents.take(context.kind, handlers, cause)
                 context.objects.update(taken)
@@ -299,6 +299,9 @@ class Wrappers:
                         else cycle.recheck_wait(self.plugins, context, h, cause, now))
                 if unknown and str(h.id) in unknown:
                     waiting.append(h.id)
+                    again = unknown[str(h.id)]
+                    if again is not None:
+                        waits.append(again)
                 elif wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
                     waiting.append(h.id)
                     waits.append(wait)
@@ -338,7 +341,7 @@ class Wrappers:
                     del outcomes[handler_id]
                     waiting.append(handler_id)
             if parent is not None:  # sub-handlers: the parent's run decides the delays
-                waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits)
+                waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits, unknown or {})
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
                 cycle.track(context, handlers)
