@@ -13,6 +13,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import kopf
+from kopf._cogs.aiokits import aiotoggles
+from kopf._cogs.clients import errors as api_errors
 from kopf._cogs.configs import configuration
 from kopf._cogs.structs import bodies, ephemera, patches, references
 from kopf._core.actions import application, execution, lifecycles, progression
@@ -24,6 +26,8 @@ __all__ = [
     "RESOURCE",
     "activities",
     "admission",
+    "aiotoggles",
+    "api_errors",
     "application",
     "cause_of",
     "causes",
@@ -33,6 +37,7 @@ __all__ = [
     "handler_of",
     "lifecycles",
     "processing",
+    "references",
     "progression",
     "body_after",
     "changing_cause",

@@ -4,6 +4,8 @@ went while a child was left, or a stock Kopf kind was broken by a policy or a pl
 """
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -13,18 +15,22 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import Decision, HandlerRun, Outcome, hookimpl, objects
+from kopf_outcomes._kopf import delays, listing
 from kopf_outcomes._kopf.marks import Rechecking
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.policy import Policy, Scope
 from tests.unit.conftest import Collector
 from tests.unit.kopf_objects import (
     Reason,
+    aiotoggles,
+    api_errors,
     body_after,
     cause_of,
     changing_cause,
     handler,
     handler_of,
     parked_state,
+    references,
     run_handlers,
 )
 from tests.unit.test_patched_execution import BODY
@@ -211,3 +217,81 @@ async def test_a_kind_that_cannot_hold_never_reads_its_objects_as_none(
     # Was: told (with one ERROR) that they are ignored here; then recall().objects == (): "none".
     [message] = seen
     assert f"handler of kind {kind!r}" in message and "only a change handler" in message
+
+
+# --- 3. Objects that cannot be known yet (a listing under way) or at all (a forbidden listing) ---
+
+class KopfWatcher:
+    """Kopf's watcher of the children's resource in a namespace that appeared after the start, as
+    our wrapper of it sees it: its toggle in Kopf's readiness of the indices, dropped when listed."""
+
+    def __init__(self, registry: kopf.OperatorRegistry, namespace: str = "new") -> None:
+        self.registry, self.namespace = registry, namespace
+        self.indexed = aiotoggles.ToggleSet(all)
+        self.stopped = asyncio.Event()
+        self.failure: BaseException | None = None
+
+    async def start(self) -> asyncio.Task[None]:
+        self.toggle = await self.indexed.make_toggle(name=f"configmaps@{self.namespace}")
+
+        async def original(**_: Any) -> None:
+            await self.stopped.wait()
+            if self.failure is not None:
+                raise self.failure
+
+        kwargs = dict(resource=references.Resource("", "v1", "configmaps", namespaced=True), namespace=self.namespace,
+                      operator_indexed=self.indexed, resource_indexed=self.toggle,
+                      processor=functools.partial(print, registry=self.registry))
+        task = asyncio.create_task(listing.watched(original, kwargs))
+        await asyncio.sleep(0)
+        return task
+
+
+async def test_a_handler_whose_objects_are_still_being_listed_is_held_until_they_are(
+        installed: PluginManager, logger: logging.Logger, collector: Collector) -> None:
+    registry = kopf.OperatorRegistry()
+    source = kopf_outcomes.owned("v1", "configmaps")
+    runs: list[int] = []
+
+    @kopf_outcomes.depends_on_objects(source, registry=registry)
+    async def fn(**_: Any) -> Any:
+        runs.append(len(kopf_outcomes.recall().objects))
+        return kopf_outcomes.Pending("children remain") if kopf_outcomes.recall().objects else None
+
+    watcher = KopfWatcher(registry)
+    task = await watcher.start()
+    try:
+        h = handler(fn)
+        cause = changing_cause(BODY, logger, reason=Reason.DELETE)
+        cause.indices = index_of(source)  # Kopf's index: empty, its listing under way
+        outcomes = await run_handlers([h], cause)
+        # Was: run with no objects, succeeded: the finalizer released with the child left.
+        assert runs == [] and outcomes == {}
+        told = delays.take(cause.patch)
+        assert told is not None and told.rechecks  # it looks again soon, without a write
+        assert any("waits for Kopf to list its other objects (configmaps (core/v1) in namespace 'new'" in message
+                   for message in collector.messages(logging.INFO))
+        await watcher.indexed.drop_toggle(watcher.toggle)  # Kopf: listed
+        cause = changing_cause(BODY, logger, reason=Reason.DELETE)
+        cause.indices = index_of(source, CHILD)
+        await run_handlers([h], cause)
+        assert runs == [1]
+    finally:
+        watcher.stopped.set()
+        await task
+
+
+async def test_a_forbidden_listing_names_the_permission_to_grant(
+        installed: PluginManager, caplog: pytest.LogCaptureFixture) -> None:
+    registry = kopf.OperatorRegistry()
+    kopf_outcomes.depends_on_objects(kopf_outcomes.owned("v1", "configmaps"), registry=registry)(lambda **_: None)
+    watcher = KopfWatcher(registry, namespace="locked")
+    task = await watcher.start()
+    watcher.failure = api_errors.APIForbiddenError(
+        {"message": 'configmaps is forbidden: User "op" cannot list resource "configmaps"'}, status=403, headers={})
+    watcher.stopped.set()
+    with caplog.at_level(logging.ERROR, logger="kopf_outcomes"), pytest.raises(api_errors.APIForbiddenError):
+        await task  # Kopf's own end of it stands: its watcher fails, and the operator stops
+    [error] = [r.getMessage() for r in caplog.records if r.name == "kopf_outcomes"]
+    assert "Grant it the verbs 'list' and 'watch' on 'configmaps' of the API group '' in namespace 'locked'" in error
+    assert "keep their finalizers" in error and 'cannot list resource "configmaps"' in error

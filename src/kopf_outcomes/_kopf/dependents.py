@@ -6,10 +6,12 @@ process, or as its memory stored it); and what wakes the handlers that wait on t
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from kopf_outcomes import objects
+from kopf_outcomes._kopf import listing
 from kopf_outcomes._kopf.internals import CHANGE, SUBHANDLER, Cause, Handler, raw_body_of
 from kopf_outcomes.errors import ObjectsUnknownError
 from kopf_outcomes.kinds import Kind
@@ -30,9 +32,10 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
     Before any handler runs: the other objects of each change handler that depends on some; and
     the handlers whose objects are unknown, which must not run as if none existed (a deletion
     would release its finalizer with its children left), with when to look again (None: at the
-    object's next change). Unknown: an index the operator does not have; a sub-handler's objects
-    (held, its parent rechecking). Another kind is told once that its objects are unknown: it
-    runs, and ``recall().objects`` raises there (:func:`unknown_objects`).
+    object's next change). Unknown: an index the operator does not have; one whose listing is under
+    way (:mod:`.listing`: a namespace that appeared after the start); a sub-handler's objects (held,
+    its parent rechecking). Another kind is told once that its objects are unknown: it runs, and
+    ``recall().objects`` raises there (:func:`unknown_objects`).
     """
     body, indices = raw_body_of(cause), getattr(cause, "indices", None)
     taken: dict[str, Taken] = {}
@@ -61,9 +64,19 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
                                     " Pass the operator's registry to depends_on_objects(..., registry=...), and"
                                     " declare it before the operator starts.")
             continue
+        being_listed = listing.unlisted({source.index for source in sources})
+        if being_listed:
+            unknown[str(handler.id)] = LISTING_RECHECK
+            _refuse(handler, cause, f"{handler} waits for Kopf to list its other objects ({'; '.join(being_listed)}:"
+                                    " a namespace that appeared after the start): it runs when they are listed.",
+                    level=logging.INFO)
+            continue
         refs = objects.lookup(sources, body, indices)
         taken[str(handler.id)] = (refs, objects.fingerprint(refs))
     return taken, unknown
+
+
+LISTING_RECHECK = 1.0  # seconds: how often a handler held for a listing under way looks again (no writes)
 
 
 # How often the parent of a held sub-handler runs again (quietly: no writes), so that the fix of
@@ -143,14 +156,14 @@ def changed(taken: Mapping[str, Taken], handlers: Collection[Handler], cause: Ca
                for handler in handlers if str(handler.id) in taken)  # all indexed: see take()
 
 
-_refused: set[str] = set()
+_refused: set[tuple[str, int]] = set()
 
 
-def _refuse(handler: Handler, cause: Cause, message: str) -> None:
-    """A wrong use of other objects: said once per handler, at ERROR."""
-    if str(handler.id) not in _refused:
-        _refused.add(str(handler.id))
-        cause.logger.error(message)
+def _refuse(handler: Handler, cause: Cause, message: str, level: int = logging.ERROR) -> None:
+    """Why a handler's objects are unknown: a wrong use at ERROR, a listing at INFO; once per handler."""
+    if (str(handler.id), level) not in _refused:
+        _refused.add((str(handler.id), level))
+        cause.logger.log(level, message)
 
 
 def _uid(cause: Cause) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Collection, Mapping
 from importlib import metadata
 from typing import Any, NamedTuple
 
+from kopf._cogs.clients.errors import APIForbiddenError
 from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._cogs.structs.ids import HandlerId
 from kopf._core.actions import application, execution
@@ -47,7 +48,7 @@ from kopf_outcomes.kinds import Kind
 misuse.probe(lambda: handler_var.get(None) is not None)
 
 __all__ = [
-    "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only",
+    "APIForbiddenError", "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "changing_ids", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
@@ -180,6 +181,12 @@ def changing_ids(registry: Any) -> frozenset[str]:
     found = frozenset(str(handler.id) for handler in handlers)
     _changing_ids[registry] = (len(handlers), found)
     return found
+
+
+def index_ids(registry: Any, resource: Any) -> frozenset[str]:
+    """The ids of the operator's indexers of this resource (Kopf's own matching of a handler)."""
+    return frozenset(str(handler.id) for handler in registry._indexing.get_all_handlers()
+                     if handler.selector is None or handler.selector.check(resource))
 
 
 _changes_only: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
