@@ -22,13 +22,18 @@ from kopf_outcomes.policy import Policy, Scope
 from tests.unit.conftest import Collector
 from tests.unit.kopf_objects import (
     Reason,
+    activities,
     aiotoggles,
     api_errors,
     body_after,
     cause_of,
+    causes,
     changing_cause,
+    configuration,
+    ephemera,
     handler,
     handler_of,
+    lifecycles,
     parked_state,
     references,
     run_handlers,
@@ -114,6 +119,26 @@ async def test_explicit_completion_as_a_global_policy_leaves_stock_kinds_as_stoc
     assert outcome.exception is None and outcome.final
     assert outcome.result == {"key": "value"}
     assert errors(collector) == []
+
+
+async def test_a_login_under_explicit_completion_gets_its_credentials_unlogged(
+        explicit: PluginManager, caplog: pytest.LogCaptureFixture) -> None:
+    registry = kopf.OperatorRegistry()
+    secret = kopf.ConnectionInfo(server="https://127.0.0.1:6443", token="the-secret-token")
+
+    @kopf.on.login(registry=registry)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        return secret
+
+    with caplog.at_level(logging.DEBUG):
+        results = await asyncio.wait_for(activities.run_activity(
+            lifecycle=lifecycles.all_at_once, registry=registry, settings=configuration.OperatorSettings(),
+            activity=causes.Activity.AUTHENTICATION, indices={}, memo=ephemera.Memo()), timeout=5)
+    # Was: "explicit completion expects True or False, got ConnectionInfo(... token='...')": a Retry at
+    # ERROR in 60 s, the login never done, and the token in the log.
+    assert list(results.values()) == [secret]
+    assert "the-secret-token" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_the_own_indexer_under_explicit_completion_indexes_the_child(

@@ -91,6 +91,7 @@ _KINDS: tuple[tuple[type[Any], Kind], ...] = (
 )
 # The members compared on every cycle, hoisted: an Enum class's attribute costs a Python call.
 CHANGE, SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER
+_ACTIVITY, _AUTHENTICATION = Kind.ACTIVITY, causes.Activity.AUTHENTICATION
 _KIND_OF_TYPE: dict[type[Any], Kind] = {}  # by the cause's exact type, once found
 
 
@@ -111,6 +112,8 @@ def kind_of(cause: Cause, handlers: Collection[Handler]) -> Kind:
         _KIND_OF_TYPE[cause.__class__] = kind
     if kind is CHANGE and handler_var.get(None) is not None:
         return SUBHANDLER
+    if kind is _ACTIVITY and getattr(cause, "activity", None) is _AUTHENTICATION:
+        return Kind.LOGIN
     return kind
 
 
