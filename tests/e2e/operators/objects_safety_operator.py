@@ -45,7 +45,7 @@ if MODE == "subhandler":  # the wrong place: a sub-handler's objects are unknown
 
     @kopf.on.delete("kopf.dev", "v1", "kopfexamples")
     async def delete_fn(**_: Any) -> object:
-        await kopf.execute(fns={"children": waits})
+        await kopf.execute(fns={"children": waits})  # type: ignore[dict-item]  # Kopf types fns by a protocol
         return True
 else:
     kopf_outcomes.depends_on_objects(CHILDREN)(kopf.on.delete("kopf.dev", "v1", "kopfexamples", id="delete_fn")(
