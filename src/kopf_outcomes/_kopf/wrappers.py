@@ -116,7 +116,7 @@ class Wrappers:
         plugins = self.plugins
         context = cycle.current()
         if context is not None:
-            if context.kind in STOCK:  # decided for the cycle in execute_handlers_once
+            if not context.persists and context.kind in STOCK:  # as decided for the cycle (execute_handlers_once)
                 return await self._invoke_stock(kwargs)
             if context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
                 record = context.records.get(str(kwargs["handler"].id))
@@ -278,13 +278,13 @@ class Wrappers:
     ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
         context = cycle.make(settings, cause, handlers, state)
-        if context.kind in STOCK:  # the one place where a kind is left to stock Kopf (kinds.STOCK)
+        if not context.persists and context.kind in STOCK:  # the one place where a kind is left to stock Kopf
             return await self._stock_handlers_once(context, lifecycle, settings, handlers, cause, state,
                                                    extra_context, default_errors)
         parent = cycle.current() if context.kind is SUBHANDLER else None  # the change handler's cycle
         token = cycle.enter(context)
         try:
-            # Handlers whose other objects are unknown (a wrong use, said at ERROR) do not run: ours to hold.
+            # Handlers whose other objects are unknown (dependents.take says why) do not run: ours to hold.
             unknown: dict[str, float | None] | None = None
             if objects.declared:
                 taken, unknown = dependents.take(context.kind, handlers, cause)
