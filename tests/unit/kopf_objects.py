@@ -28,6 +28,7 @@ __all__ = [
     "admission",
     "aiotoggles",
     "api_errors",
+    "forbidden",
     "application",
     "cause_of",
     "causes",
@@ -202,3 +203,12 @@ def cause_of(kind: str, body: Mapping[str, Any], logger: logging.Logger) -> Any:
         return causes.IndexingCause(**resource)
     raise ValueError(f"no cause for the kind {kind!r}")
 
+
+
+def forbidden(message: str) -> api_errors.APIForbiddenError:
+    """Kopf's error for an HTTP 403, as its API client raises it (Kopf 1.37 has no headers)."""
+    payload: Any = {"message": message, "code": 403}
+    try:
+        return api_errors.APIForbiddenError(payload, status=403, headers={})
+    except TypeError:
+        return api_errors.APIForbiddenError(payload, status=403)  # type: ignore[call-arg]

@@ -31,6 +31,7 @@ from tests.unit.kopf_objects import (
     changing_cause,
     configuration,
     ephemera,
+    forbidden,
     handler,
     handler_of,
     lifecycles,
@@ -312,8 +313,7 @@ async def test_a_forbidden_listing_names_the_permission_to_grant(
     kopf_outcomes.depends_on_objects(kopf_outcomes.owned("v1", "configmaps"), registry=registry)(lambda **_: None)
     watcher = KopfWatcher(registry, namespace="locked")
     task = await watcher.start()
-    watcher.failure = api_errors.APIForbiddenError(
-        {"message": 'configmaps is forbidden: User "op" cannot list resource "configmaps"'}, status=403, headers={})
+    watcher.failure = forbidden('configmaps is forbidden: User "op" cannot list resource "configmaps"')
     watcher.stopped.set()
     with caplog.at_level(logging.ERROR, logger="kopf_outcomes"), pytest.raises(api_errors.APIForbiddenError):
         await task  # Kopf's own end of it stands: its watcher fails, and the operator stops
