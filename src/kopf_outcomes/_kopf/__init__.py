@@ -10,6 +10,8 @@ it so). Everything above it speaks in our outcomes and runs; everything below kn
 - :mod:`.children` — sub-handlers that wait for us park their parent;
 - :mod:`.delays` — which of Kopf's delays are ours, told to the cycle's own ``apply()``;
 - :mod:`.requeue` — rechecks without writes;
+- :mod:`.dependents` — a change handler's other objects, taken once per cycle; unknown is not none;
+- :mod:`.listing` — whether Kopf has listed an indexed resource (an index is complete only then);
 - :mod:`.marks` — our marks on Kopf's progress;
 - :mod:`.kopf_runs` — the read-only :class:`~kopf_outcomes.HandlerRun` built from Kopf's objects.
 """
