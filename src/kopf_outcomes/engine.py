@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping
 from typing import Any, NamedTuple, TypeVar
 
-from kopf_outcomes import builtin
+from kopf_outcomes import builtin, paths
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, attached_options
 from kopf_outcomes.outcomes import Outcome, Retry
@@ -184,7 +184,7 @@ def owned_fields(plugins: PluginManager,
     cycle is in the digest remembered by that cycle (of the object as patched)."""
     nothing: tuple[str, ...] = ()
     named = guarded(plugins, logger, "kopf_outcomes_owned_fields", plugins.owned_fields, nothing)
-    return tuple(tuple(field.split(".")) for field in named)
+    return tuple(paths.parse(field) for field in named)
 
 
 def guarded(plugins: PluginManager, logger: logging.Logger | logging.LoggerAdapter[Any], hook_name: str,

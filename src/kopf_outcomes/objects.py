@@ -28,6 +28,8 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import kopf
 
+from kopf_outcomes import paths, templates
+
 FnT = TypeVar("FnT", bound=Callable[..., object])
 
 _ATTRIBUTE = "__kopf_outcomes_objects__"
@@ -54,18 +56,26 @@ class Source:
     how: How
     #: The resource as Kopf's decorators take it: ``("batch/v1", "jobs")``, ``("secrets",)``.
     resource: tuple[str, ...]
-    #: For :func:`referenced`: the dotted path of the object's field that names them.
+    #: For :func:`referenced`: the path of the object's field that names them.
     field: str | None = None
-    #: For :func:`selected`: the labels they carry.
+    #: For :func:`selected`: the labels they carry (a value in braces is computed from the object).
     labels: tuple[tuple[str, str], ...] = ()
     #: What of each object is part of the handler's state besides its existence.
     fields: tuple[str, ...] = ()
+    #: For :func:`selected`: their field paths and the values they must have (as ``labels``).
+    where: tuple[tuple[str, object], ...] = ()
 
     @property
     def index(self) -> str:
         """The name of the Kopf index that holds these objects (one per distinct source)."""
-        spec = json.dumps([self.how, self.resource, self.field, self.labels, self.fields])
+        spec = json.dumps([self.how, self.resource, self.field, self.labels, self.fields, *(
+            [self.where] if self.where else [])])
         return "kopf_outcomes_objects_" + hashlib.sha256(spec.encode()).hexdigest()[:12]
+
+    @property
+    def conditions(self) -> tuple[tuple[str, object], ...]:
+        """For :func:`selected`: each field path of the objects, and its value or template."""
+        return (*((paths.dotted(("metadata", "labels", key)), value) for key, value in self.labels), *self.where)
 
     def wake_keys(self, body: Mapping[str, Any]) -> list[str]:
         """What wakes the dependent object (the parent): see :func:`changed`."""
@@ -78,32 +88,68 @@ class Source:
 
     def keys(self, body: Mapping[str, Any]) -> list[str]:
         """The keys of the dependent object (the parent) into the index: in its namespace, and
-        cluster-wide (a resource is one or the other: the resource's own scope decides)."""
+        cluster-wide (a resource is one or the other: the resource's own scope decides); for a
+        reference that names its namespace, there."""
         metadata = body.get("metadata") or {}
         if self.how == "owned":
             return [str(metadata.get("uid", ""))]
-        scopes = list(dict.fromkeys([metadata.get("namespace") or "", ""]))
+        own = metadata.get("namespace") or ""
+        scopes = list(dict.fromkeys([own, ""]))
         if self.how == "selected":
-            return scopes
-        names = _resolve(body, (self.field or "").split("."))
-        names = names if isinstance(names, list) else [names]
-        return [f"{scope}/{name}" for name in names if isinstance(name, str) and name for scope in scopes]
+            computed = [templates.render(value, body) for _, value in self.conditions
+                        if isinstance(value, str) and templates.is_template(value)]
+            if any(value is None for value in computed):
+                return []  # the object lacks a field its selector is made of: it selects nothing
+            return [_selection_key(scope, computed) for scope in scopes]
+        return [key for name in _references(paths.resolve(body, self.field or ""))
+                for key in ([f"{name[0]}/{name[1]}"] if name[0] is not None else
+                            [f"{scope}/{name[1]}" for scope in scopes])]
 
     def entries(self, body: Mapping[str, Any]) -> dict[str, ObjectRef]:
         """The keys under which the other object is indexed (and woken for), with its reference."""
         metadata = body.get("metadata") or {}
         ref = ObjectRef(metadata.get("namespace"), str(metadata.get("name", "")), str(metadata.get("uid", "")),
                         str(metadata.get("resourceVersion", "")), metadata.get("deletionTimestamp") is not None,
-                        tuple(_resolve(body, path.split(".")) for path in self.fields))
+                        tuple(paths.resolve(body, path) for path in self.fields))
         if self.how == "owned":
             return {str(owner.get("uid")): ref for owner in metadata.get("ownerReferences") or ()
                     if isinstance(owner, Mapping) and owner.get("uid")}
         if self.how == "selected":
-            return {ref.namespace or "": ref}
+            found = []
+            for path, value in self.conditions:
+                actual = paths.resolve(body, path)
+                if templates.is_template(value):
+                    if actual is None:
+                        return {}
+                    found.append(actual)
+                elif actual != value:
+                    return {}
+            return {_selection_key(ref.namespace or "", found): ref}
         return {f"{ref.namespace or ''}/{ref.name}": ref}
 
 
-def owned(*resource: str, fields: Iterable[str] = ()) -> Source:
+def _selection_key(scope: str, computed: list[object]) -> str:
+    """Fixed labels only: the namespace (every parent there selects the same objects); with
+    values computed from the parent: the namespace and those values (each parent its own)."""
+    return scope if not computed else f"{scope}/{json.dumps(computed, sort_keys=True, default=str)}"
+
+
+def _references(value: object) -> list[tuple[str | None, str]]:
+    """The (namespace or None, name) of each object a field names: a name, ``"namespace/name"``,
+    ``{"name": ..., "namespace": ...}`` (no namespace: the object's own), or a list of these."""
+    found: list[tuple[str | None, str]] = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str) and item:
+            namespace, _, name = item.rpartition("/")
+            if name:
+                found.append((namespace or None, name))
+        elif isinstance(item, Mapping) and isinstance(item.get("name"), str) and item["name"]:
+            given = item.get("namespace")
+            found.append((given if isinstance(given, str) and given else None, item["name"]))
+    return found
+
+
+def owned(*resource: str, fields: Iterable[paths.Path] = ()) -> Source:
     """The objects of this resource that the object owns (their ``ownerReferences``; ``kopf.adopt``).
 
     By default an object's state is that it exists; ``fields`` adds field paths
@@ -112,31 +158,53 @@ def owned(*resource: str, fields: Iterable[str] = ()) -> Source:
     return Source("owned", _resource(resource, "owned"), fields=_paths(fields, "owned", "fields"))
 
 
-def referenced(*resource: str, field: str, fields: Iterable[str] = ()) -> Source:
-    """The objects of this resource named by ``field`` of the object (a name or a list of names),
-    in its namespace: ``referenced("v1", "secrets", field="spec.secretName")``."""
+def referenced(*resource: str, field: paths.Path, fields: Iterable[paths.Path] = ()) -> Source:
+    """The objects of this resource named by ``field`` of the object: a name (in the object's
+    namespace), ``"namespace/name"``, ``{"name": ..., "namespace": ...}``, or a list of these:
+    ``referenced("v1", "secrets", field="spec.secretRef")``. Objects in other namespaces are found
+    where the operator watches them (``--all-namespaces``, or a ``--namespace`` for each)."""
     [field] = _paths([field], "referenced", "field")
     return Source("referenced", _resource(resource, "referenced"), field=field,
                   fields=_paths(fields, "referenced", "fields"))
 
 
-def selected(*resource: str, labels: Mapping[str, str], fields: Iterable[str] = ()) -> Source:
-    """The objects of this resource in the object's namespace with these labels."""
-    if not isinstance(labels, Mapping) or not labels or not all(
-            isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
-        raise ValueError(f"selected(): labels must be a non-empty mapping of strings, not {labels!r}")
-    return Source("selected", _resource(resource, "selected"), labels=tuple(sorted(labels.items())),
-                  fields=_paths(fields, "selected", "fields"))
+def selected(*resource: str, labels: Mapping[str, str] | None = None, where: Mapping[paths.Path, object] | None = None,
+             fields: Iterable[paths.Path] = ()) -> Source:
+    """The objects of this resource in the object's namespace with these labels, and/or with
+    these values at these field paths (``where``). A value may be computed from the object with
+    placeholders of its field paths, so that each object selects its own:
+
+        selected("batch/v1", "jobs", labels={"example.com/cluster": "{metadata.name}"})
+        selected("v1", "configmaps", where={"spec.clusterName": "{metadata.name}"})
+
+    Each object is indexed under the values it carries, so an object finds its own in one look-up,
+    and a change wakes only the object(s) it belongs to (before and after the change)."""
+    if labels is not None and (not isinstance(labels, Mapping) or not all(
+            isinstance(key, str) and key and isinstance(value, str) for key, value in labels.items())):
+        raise ValueError(f"selected(): labels must be a mapping of strings, not {labels!r}")
+    if where is not None and not isinstance(where, Mapping):
+        raise ValueError(f"selected(): where must be a mapping of field paths to values, not {where!r}")
+    if not labels and not where:
+        raise ValueError("selected(): give labels (a non-empty mapping of strings), where, or both")
+    for key, label in (labels or {}).items():
+        if templates.is_template(label):
+            templates.check(label, f"selected(): labels[{key!r}]")
+    conditions: list[tuple[str, object]] = []
+    for path, value in (where or {}).items():
+        [canonical] = _paths([path], "selected", "where")
+        if isinstance(value, str) and templates.is_template(value):
+            templates.check(value, f"selected(): where[{canonical!r}]")
+        elif value is None or isinstance(value, (Mapping, list)):
+            raise ValueError(f"selected(): where[{canonical!r}] must be a value or a template such as"
+                             f" '{{metadata.name}}', not {value!r}")
+        conditions.append((canonical, value))
+    return Source("selected", _resource(resource, "selected"), labels=tuple(sorted((labels or {}).items())),
+                  fields=_paths(fields, "selected", "fields"),
+                  where=tuple(sorted(conditions, key=lambda condition: condition[0])))
 
 
-def _paths(paths: Iterable[str], name: str, argument: str) -> tuple[str, ...]:
-    if isinstance(paths, str):
-        raise TypeError(f"{name}(): {argument} must be a list of field paths, not a single string")
-    found = tuple(paths)
-    for path in found:
-        if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
-            raise ValueError(f"{name}(): {argument} must be dotted paths like 'spec.secretName', not {path!r}")
-    return found
+def _paths(found: Iterable[paths.Path], name: str, argument: str) -> tuple[str, ...]:
+    return paths.canonical_all(found, f"{name}(): {argument}")
 
 
 def _resource(resource: tuple[str, ...], name: str) -> tuple[str, ...]:
@@ -234,7 +302,7 @@ def changed(body: object, *, gone: bool = False) -> None:
         return
     metadata = body.get("metadata") or {}
     uid = str(metadata.get("uid", ""))
-    keys = _wake_keys(metadata)
+    keys = _wake_keys(body)
     before = _last_keys.pop(uid, ()) if gone else _last_keys.get(uid, ())
     if not gone:
         _last_keys[uid] = keys
@@ -251,16 +319,14 @@ _last_keys: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedD
 LAST_KEYS_LIMIT = 65536
 
 
-def _wake_keys(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+def _wake_keys(body: Mapping[str, Any]) -> tuple[str, ...]:
+    metadata = body.get("metadata") or {}
     namespace = metadata.get("namespace") or ""
     owners = metadata.get("ownerReferences")
     keys = [f"uid:{owner.get('uid')}" for owner in owners if isinstance(owner, Mapping)] \
         if isinstance(owners, list) else []
     keys.append(f"ref:{namespace}/{metadata.get('name', '')}")
-    labels = metadata.get("labels")
-    labels = labels if isinstance(labels, Mapping) else {}
-    keys.extend(f"sel:{index}:{namespace}" for index, source in _selectors.items()
-                if all(labels.get(key) == value for key, value in source.labels))
+    keys.extend(f"sel:{index}:{key}" for index, source in _selectors.items() for key in source.entries(body))
     return tuple(keys)
 
 
@@ -279,12 +345,6 @@ def _watch(source: Source, registry: kopf.OperatorRegistry) -> None:
     async def index(body: Mapping[str, Any], **_: Any) -> dict[str, ObjectRef]:
         return source.entries(body)  # {} when it no longer qualifies: Kopf drops its old entries
 
-    kopf.index(*source.resource, id=source.index, registry=registry, labels=dict(source.labels) or None)(index)
-
-
-def _resolve(value: object, path: Iterable[str]) -> object:
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
+    # Kopf filters by the fixed labels, and by the presence of those computed from the parent.
+    labels = {key: kopf.PRESENT if templates.is_template(value) else value for key, value in source.labels}
+    kopf.index(*source.resource, id=source.index, registry=registry, labels=labels or None)(index)

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from kopf_outcomes import values
+from kopf_outcomes import paths, values
 from kopf_outcomes.values import FatalOnDelete, checked
 
 _ATTRIBUTE = "__kopf_outcomes_options__"
@@ -31,6 +31,9 @@ class HandlerOptions:
     - ``explicit_completion``: ``True`` → Success, ``False`` → Pending, anything else is an error.
     - ``depends_on``: field paths ("spec.size", "status.deletion") whose change wakes the handler;
       default: spec, labels, annotations and status minus what the operator writes itself.
+    - ``ignore``: field paths that are never part of its state (``["status.phase"]``: what the
+      handler writes itself through its own client, which would otherwise wake it).
+      Paths: see :mod:`kopf_outcomes.paths` (``r"metadata.labels.app\\.kubernetes\\.io/name"``).
     - ``remember``: keep the memory for every outcome, not only Pending: a Retry then wakes
       on a relevant change, and a finished handler re-runs when the state moved on.
     - ``fatal_on_delete``: on deletion, a Fatal outcome ``"release"``-s the finalizer (stock)
@@ -41,11 +44,13 @@ class HandlerOptions:
     depends_on: tuple[str, ...] | None = None
     remember: bool | None = None
     fatal_on_delete: FatalOnDelete | None = None
+    ignore: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         checked("fatal_on_delete", values.fatal_on_delete, self.fatal_on_delete)
-        if isinstance(self.depends_on, str):
-            raise TypeError("depends_on must be a list of field paths, not a single string")
+        for name in ("depends_on", "ignore"):
+            if isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a list of field paths, not a single string")
 
     def merged(self, fallback: HandlerOptions) -> HandlerOptions:
         """These options, with the unset ones taken from ``fallback``."""
@@ -57,6 +62,7 @@ class HandlerOptions:
 
 OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(HandlerOptions))
 NO_OPTIONS = HandlerOptions()
+PATH_OPTIONS = frozenset({"depends_on", "ignore"})  # the options that are field paths
 # The options that some handler_options() set: one no handler sets is unset for all of them,
 # which every handler run can then know without looking at its function.
 declared: set[str] = set()
@@ -65,18 +71,18 @@ declared: set[str] = set()
 def handler_options(
     *,
     explicit_completion: bool | None = None,
-    depends_on: Iterable[str] | None = None,
+    depends_on: Iterable[paths.Path] | None = None,
     remember: bool | None = None,
     fatal_on_delete: FatalOnDelete | None = None,
+    ignore: Iterable[paths.Path] | None = None,
 ) -> Callable[[FnT], FnT]:
     """Attach options to a handler function; stack it with Kopf's decorator in any order."""
-    if isinstance(depends_on, str):
-        raise TypeError("depends_on must be a list of field paths, not a single string")
     options = HandlerOptions(
         explicit_completion=explicit_completion,
-        depends_on=None if depends_on is None else tuple(depends_on),
+        depends_on=None if depends_on is None else paths.canonical_all(depends_on, "depends_on"),
         remember=remember,
         fatal_on_delete=fatal_on_delete,
+        ignore=None if ignore is None else paths.canonical_all(ignore, "ignore"),
     )
 
     declared.update(name for name in OPTION_NAMES if getattr(options, name) is not None)

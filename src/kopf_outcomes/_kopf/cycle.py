@@ -212,7 +212,7 @@ def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
     results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
     owned = engine.owned_fields(plugins, cause.logger)
     return memory.digest(body, depends_on=options.depends_on, excluded=[*results, *cycle.writes.fields, *owned],
-                         excluded_prefixes=cycle.writes.prefixes,
+                         excluded_prefixes=cycle.writes.prefixes, ignore=options.ignore or (),
                          patch=getattr(cause, "patch", None) if patched else None)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kopf_outcomes import values
+from kopf_outcomes import paths, values
 from kopf_outcomes.policy import _toml, validation
 from kopf_outcomes.policy.errors import KeyPath, PolicyError, Problem, deepest_line, render
 from kopf_outcomes.policy.model import (
@@ -212,9 +212,21 @@ def _choice(*names: str) -> Read:
 
 
 def _field_paths(reader: _Reader, value: object, path: KeyPath) -> Any:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+    """Field paths: strings (a dot in a key escaped: 'metadata.labels.app\\.kubernetes\\.io/name')
+    or arrays of segments, kept in their canonical form (kopf_outcomes.paths); a wrong one is left
+    as it is, for the checks to name."""
+    if not isinstance(value, list) or not all(
+            isinstance(item, str) or (isinstance(item, list) and all(isinstance(part, str) for part in item))
+            for item in value):
         return reader.wrong(value, path, 'an array of field paths, such as ["spec.size"]')
-    return tuple(value)
+    return tuple(_canonical_or_as_is(item) for item in value)
+
+
+def _canonical_or_as_is(item: str | list[str]) -> str:
+    try:
+        return paths.canonical(item)
+    except ValueError:
+        return item if isinstance(item, str) else ".".join(item)
 
 
 def _table(cls: type[Any], readers: Mapping[str, Read], required: tuple[str, ...] = (),
@@ -280,6 +292,7 @@ _SCOPE_READERS: dict[str, Read] = {
     "depends_on": _field_paths,
     "remember": _boolean,
     "fatal_on_delete": _choice(*values.FATAL_ON_DELETE),
+    "ignore": _field_paths,
     "levels": _table(Levels, {"retry": _level, "fatal": _level}),
     "delay": _seconds,
     "backoff": _BACKOFF,
