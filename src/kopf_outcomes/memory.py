@@ -58,6 +58,7 @@ class MemoryRecord(_Conclusion, total=False):
     parked: bool  # Pending without recheck, or a retained finalizer: waits for a change
     recheck: float  # Pending with a recheck: runs again at since + k * recheck, scheduled in memory
     objects: str  # the fingerprint of its other objects (depends_on_objects) when it was stored
+    woken_by: list[list[str]]  # the field paths whose change woke its last runs (a few, the latest last)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +177,13 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("parked", False), bool)
             and ("recheck" not in record or _recheck(record["recheck"]))
             and isinstance(record.get("objects", ""), str)
+            and _woken_by(record.get("woken_by", []))
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
+
+
+def _woken_by(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(paths, list) and all(isinstance(path, str) for path in paths) for paths in value)
 
 
 def _recheck(value: object) -> bool:
@@ -194,7 +201,7 @@ def stored_reason(reason: str) -> str:
 
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
            parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None,
-           objects: str | None = None) -> MemoryRecord:
+           objects: str | None = None, woken_by: list[list[str]] | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -210,6 +217,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["recheck"] = recheck
     if objects is not None:
         new["objects"] = objects
+    if woken_by:
+        new["woken_by"] = woken_by
     return new
 
 

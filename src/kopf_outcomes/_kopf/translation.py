@@ -12,12 +12,13 @@ from typing import Any, NamedTuple
 
 import kopf
 
-from kopf_outcomes import engine, memory
+from kopf_outcomes import engine, memory, wakeups
 from kopf_outcomes._kopf import dependents
-from kopf_outcomes._kopf.cycle import Cycle, digest
+from kopf_outcomes._kopf.cycle import Cycle, remembered, state_of
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
+from kopf_outcomes.digest import hashed
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
@@ -175,12 +176,19 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
         if stored in ("pending", "retained") or run.options.remember:
-            new = memory.record(run.previous, digest=digest(plugins, cycle, handler, cause, patched=True),
+            woke = woken_by(turn)
+            new = memory.record(run.previous, digest=remembered(plugins, cycle, handler, cause),
                                 outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None,
-                                objects=taken[1] if taken is not None else None)
+                                objects=taken[1] if taken is not None else None,
+                                woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke))
+            if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
+                    new["outcome"], new["reason"]):
+                hint = wakeups.fruitless(handler_id, woke)
+                if hint is not None:
+                    _HINTS.warning(hint)
             if taken is not None:
                 if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
                         and new == {**run.previous, "objects": taken[1]}):
@@ -195,6 +203,19 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.quiet.add(handler_id)  # the same conclusion about the same state: no need to store
     return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result)
+
+
+def woken_by(turn: Turn) -> list[str] | None:
+    """The paths of the handler's state that changed since its previous conclusion, if known."""
+    plugins, cycle, run, handler, cause, _ = turn
+    if run.previous is None:
+        return None
+    now = state_of(plugins, cycle, handler, cause)
+    return wakeups.changed(run.previous["digest"], now) if hashed(now) != run.previous["digest"] else None
+
+
+# Hints about the operator's code, not about an object: logged, never posted as an Event.
+_HINTS = logging.getLogger("kopf_outcomes")
 
 
 def tell(plugins: PluginManager, kind: Kind, keys: MemoryKeys, run: HandlerRun, handler: Handler, cause: Cause,

@@ -66,6 +66,11 @@ def why(report: Mapping[str, Any]) -> str:
                                handler.get("nextRecheck"))])
     lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
     for handler in handlers:
+        woken = (handler.get("memory") or {}).get("woken_by")
+        if woken:
+            lines += ["", f"{handler['id']} was woken by a change of (its latest runs, the last first):",
+                      *(f"  {', '.join(paths)}" for paths in reversed(woken))]
+    for handler in handlers:
         if handler.get("release"):
             lines += ["", f"{handler['id']} retains the finalizer on purpose. Once the cause is fixed, release it:",
                       f"  {handler['release']}"]
