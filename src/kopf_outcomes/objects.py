@@ -1,7 +1,8 @@
 """
 Other objects a change handler depends on: its owned children, objects named by a field of the
 object, objects selected by labels or fields (the sources: :mod:`kopf_outcomes.sources`).
-Their state is part of the handler's state, and a parked handler wakes at once when one of them appears, changes or goes, with no write to its object.
+Their state is part of the handler's state, and a parked handler wakes at once when one of them
+appears, changes or goes, with no write to its object.
 
     @kopf_outcomes.depends_on_objects(kopf_outcomes.owned("batch/v1", "jobs"))
     @kopf.on.delete("parents")
