@@ -222,6 +222,8 @@ def _jobs_rows(report: dict[str, Any], jobs: dict[str, Any], row: Callable[[str]
         f"| {_x(ratio(_parent_writes(ours), _parent_writes(stock)))} | {_met(report, 'jobs', 'writes')} |")
     row(f"| | operator CPU, s (deletions → last gone) | {_num(stock['cpu_s'])} | {_num(ours['cpu_s'])} "
         f"| {_x(ratio(ours['cpu_s'], stock['cpu_s']))} | |")
+    if unignored:
+        row(f"| | without ignore=: hints logged (once per handler) | — | {unignored['hints']} | | |")
 
 
 def _causes(retries: dict[str, Any]) -> str:
