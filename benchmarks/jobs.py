@@ -39,6 +39,7 @@ from kopf_outcomes_testing.cluster import ClusterInfo
 from kopf_outcomes_testing.cluster.audit import AuditLog
 
 STOCK_DELAY = 20.0
+JOBS_SEEN = 2.0
 SIDES = {
     "stock": ("benchmarks/operators/stock_jobs.py", {"BENCH_DELAY": str(STOCK_DELAY)}),
     "ours": ("benchmarks/operators/jobs.py", {}),
@@ -107,6 +108,9 @@ async def _side(api: client.ApiClient, cluster: ClusterInfo, side: str, names: l
         await mirror.wait_all(has_finalizer, names, timeout=120, what=f"{side}: finalizers", alive=op.check_alive)
         batch = client.BatchV1Api(api)
         await asyncio.gather(*(batch.create_namespaced_job(namespace, _job(name)) for name in names))
+        # The Jobs exist well before their parents are deleted, as in the real shape: the operators'
+        # watches have seen them (else a parent may first conclude "no cleanup job yet": one more run).
+        await asyncio.sleep(JOBS_SEEN)
         mark, cpu = audit.mark(), op.cpu_seconds()
         await delete_objects(api, namespace, names)
         await mirror.wait_all(is_waiting, names, timeout=120, what=f"{side}: waiting", alive=op.check_alive)

@@ -33,11 +33,13 @@ class HandlerOptions:
       default: spec, labels, annotations and status minus what the operator writes itself.
     - ``ignore``: field paths that are never part of its state (``["status.phase"]``: what the
       handler writes itself through its own client, which would otherwise wake it).
-      Paths: see :mod:`kopf_outcomes.paths` (``r"metadata.labels.app\\.kubernetes\\.io/name"``).
     - ``remember``: keep the memory for every outcome, not only Pending: a Retry then wakes
       on a relevant change, and a finished handler re-runs when the state moved on.
     - ``fatal_on_delete``: on deletion, a Fatal outcome ``"release"``-s the finalizer (stock)
       or ``"retain"``-s it until a person releases the object.
+
+    Field paths are dotted, with a dot in a key escaped (``r"metadata.labels.app\\.kubernetes\\.io/name"``),
+    or lists of segments (``["metadata", "labels", "app.kubernetes.io/name"]``).
     """
 
     explicit_completion: bool | None = None

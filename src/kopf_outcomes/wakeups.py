@@ -10,9 +10,11 @@ them out of its state (``ignore``).
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kopf_outcomes import paths
 from kopf_outcomes.digest import parts
 
 MAX_PATHS = 6  # per wake-up: what ``why`` shows (more are summed up as "...")
@@ -55,6 +57,11 @@ def history(previous: Sequence[Sequence[str]] | None, woke: Sequence[str] | None
     return kept or None
 
 
+def _literal(path: str) -> str:
+    """A path as Python and TOML can take it: a string, or a list of segments if it has an escape."""
+    return json.dumps(path) if "\\" not in path else json.dumps(list(paths.parse(path)))
+
+
 def fruitless(handler_id: str, woke: Sequence[str]) -> str | None:
     """A wake-up by these paths that concluded as before: the hint, the first time it is due."""
     key = (handler_id, tuple(woke))
@@ -64,8 +71,7 @@ def fruitless(handler_id: str, woke: Sequence[str]) -> str | None:
     if _fruitless[key] < HINT_AFTER or handler_id in _told:
         return None
     _told.add(handler_id)
-    shown = [path for path in woke if path != _MORE]
-    listed = ", ".join(f'"{path}"' for path in shown)
+    listed = ", ".join(_literal(path) for path in woke if path != _MORE)
     return (f"Handler {handler_id!r} was woken {_fruitless[key]} times by a change of {', '.join(woke)} and"
             f" concluded as before each time. If it writes these fields itself (through its own API client,"
             f" not Kopf's patch), leave them out of its state: @kopf_outcomes.handler_options(ignore=[{listed}]),"

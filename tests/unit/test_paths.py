@@ -60,3 +60,11 @@ def test_a_policy_names_keys_with_dots_escaped_or_as_segments(tmp_path: Path):
     scope = load_policy(file).handlers["fn"]
     assert scope.depends_on == (ESCAPED,)
     assert scope.ignore == (r"metadata.annotations.example\.com/seen",)
+
+
+def test_what_woke_a_handler_is_named_in_the_same_syntax():
+    from kopf_outcomes.digest import parts, state
+
+    before, after = parts(state(body("a"))), parts(state(body("b")))
+    assert [path for path in after if before.get(path) != after[path]] == [ESCAPED]
+    assert paths.parse(ESCAPED) == ("metadata", "labels", NAME)  # what why shows reads back
