@@ -1,12 +1,13 @@
 """
-Scenario 5 — deletions through cleanup Jobs, the shape of a real operator (issue 29).
+Scenario 6 — deletions through cleanup Jobs, the shape of a real operator (issue 29).
 
 N parents are deleted; each one's deletion waits for its cleanup Job, found by the label
 ``example.com/cluster=<parent's name>`` (no ownerReferences). The Jobs are plain objects (no Job
 controller runs here): a fake runner, a task of this benchmark, moves each one through
 active -> succeeded by patching its status, one failing first, at moments spread over one stock
-polling period (quick) or two (full: Jobs that run up to 42 s); seeded, the same for every side. The handlers write ``status.phase`` and a timestamp
-with their own API client when the phase changes.
+polling period (quick) or two (full: Jobs that run up to 42 s); seeded, the same for every
+side. The handlers write ``status.phase`` and a timestamp with their own API client when the
+phase changes.
 
 Sides, side by side: stock Kopf polling with ``TemporaryError(delay=20)``; kopf-outcomes with
 ``Pending`` and ``depends_on_objects(selected(... "{metadata.name}"))``, its own writes left out
