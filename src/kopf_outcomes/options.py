@@ -11,7 +11,7 @@ The options ride on the function object, so the order of the two decorators does
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from kopf_outcomes import paths, values
@@ -73,10 +73,10 @@ declared: set[str] = set()
 def handler_options(
     *,
     explicit_completion: bool | None = None,
-    depends_on: Iterable[paths.Path] | None = None,
+    depends_on: Iterable[str | Sequence[str]] | None = None,
     remember: bool | None = None,
     fatal_on_delete: FatalOnDelete | None = None,
-    ignore: Iterable[paths.Path] | None = None,
+    ignore: Iterable[str | Sequence[str]] | None = None,
 ) -> Callable[[FnT], FnT]:
     """Attach options to a handler function; stack it with Kopf's decorator in any order."""
     options = HandlerOptions(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -130,7 +130,7 @@ def _references(value: object) -> list[tuple[str | None, str]]:
     return found
 
 
-def owned(*resource: str, fields: Iterable[paths.Path] = ()) -> Source:
+def owned(*resource: str, fields: Iterable[str | Sequence[str]] = ()) -> Source:
     """The objects of this resource that the object owns (their ``ownerReferences``; ``kopf.adopt``).
 
     By default an object's state is that it exists; ``fields`` adds field paths
@@ -139,7 +139,7 @@ def owned(*resource: str, fields: Iterable[paths.Path] = ()) -> Source:
     return Source("owned", _resource(resource, "owned"), fields=_paths(fields, "owned", "fields"))
 
 
-def referenced(*resource: str, field: paths.Path, fields: Iterable[paths.Path] = ()) -> Source:
+def referenced(*resource: str, field: str | Sequence[str], fields: Iterable[str | Sequence[str]] = ()) -> Source:
     """The objects of this resource named by ``field`` of the object: a name (in the object's
     namespace), ``"namespace/name"``, ``{"name": ..., "namespace": ...}``, or a list of these:
     ``referenced("v1", "secrets", field="spec.secretRef")``. Objects in other namespaces are found
@@ -149,8 +149,9 @@ def referenced(*resource: str, field: paths.Path, fields: Iterable[paths.Path] =
                   fields=_paths(fields, "referenced", "fields"))
 
 
-def selected(*resource: str, labels: Mapping[str, str] | None = None, where: Mapping[paths.Path, object] | None = None,
-             fields: Iterable[paths.Path] = ()) -> Source:
+def selected(*resource: str, labels: Mapping[str, str] | None = None,
+             where: Mapping[str | tuple[str, ...], object] | None = None,
+             fields: Iterable[str | Sequence[str]] = ()) -> Source:
     """The objects of this resource in the object's namespace with these labels, and/or with
     these values at these field paths (``where``). A value may be computed from the object with
     placeholders of its field paths, so that each object selects its own:
@@ -184,7 +185,7 @@ def selected(*resource: str, labels: Mapping[str, str] | None = None, where: Map
                   where=tuple(sorted(conditions, key=lambda condition: condition[0])))
 
 
-def _paths(found: Iterable[paths.Path], name: str, argument: str) -> tuple[str, ...]:
+def _paths(found: Iterable[str | Sequence[str]], name: str, argument: str) -> tuple[str, ...]:
     return paths.canonical_all(found, f"{name}(): {argument}")
 
 
