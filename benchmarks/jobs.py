@@ -5,8 +5,8 @@ N parents are deleted; each one's deletion waits for its cleanup Job, found by t
 ``example.com/cluster=<parent's name>`` (no ownerReferences). The Jobs are plain objects (no Job
 controller runs here): a fake runner, a task of this benchmark, moves each one through
 active -> succeeded by patching its status, one failing first, at moments spread over one stock
-polling period (quick) or two (full: Jobs that run up to 42 s); seeded, the same for every
-side. The handlers write ``status.phase`` and a timestamp with their own API client when the
+polling period (quick) or two (full: Jobs that run up to 42 s), one in each 1/N of it; seeded,
+the same for every side. The handlers write ``status.phase`` and a timestamp with their own API client when the
 phase changes.
 
 Sides, side by side: stock Kopf polling with ``TemporaryError(delay=20)``; kopf-outcomes with
@@ -144,8 +144,12 @@ async def run(api: client.ApiClient, cluster: ClusterInfo, *, quick: bool, seed:
     parents = 4 if quick else 8
     names = [f"cluster-{i:02d}" for i in range(parents)]
     spread = STOCK_DELAY * (1 if quick else 2)
+    # Stratified: one Job done in each 1/N of the spread, at a seeded moment within it, the strata
+    # dealt to the parents in a seeded order: stock's polls are met at every phase, as in a long run.
     rng = random.Random(seed)
-    offsets = {name: rng.uniform(2.0, 2.0 + spread) for name in names}
+    strata = rng.sample(range(parents), parents)
+    offsets = {name: 2.0 + spread * (stratum + rng.random()) / parents for name, stratum in zip(names, strata,
+                                                                                                strict=True)}
     report: dict[str, Any] = {"params": {
         "parents": parents, "stock_delay_s": STOCK_DELAY, "seed": seed, "failing_first": 1,
         "measured": "the Job's succeeded PATCH sent -> the parent's DELETED seen by a watch",
