@@ -15,7 +15,7 @@ import functools
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
-from kopf_outcomes import engine, memory, wakeups
+from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf import dependents, requeue
 from kopf_outcomes._kopf.internals import (
     Cause,
@@ -37,7 +37,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
-from kopf_outcomes.digest import hashed, state
+from kopf_outcomes._kopf.states import digest, remembered
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
@@ -201,36 +201,6 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
         return None
     wait = (due - now).total_seconds()
     return wait if wait > requeue.TOLERANCE else 0.0
-
-
-def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False) -> str:
-    """The digest of the state the handler depends on; ``patched``: of the object as this cycle's
-    pending patch will leave it (what is remembered), else as it is now (what is compared)."""
-    body = raw_body_of(cause)
-    return hashed(state_of(plugins, cycle, handler, cause, patched=patched)) if body is not None else ""
-
-
-def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *,
-             patched: bool = False) -> dict[str, Any]:
-    """The state the handler depends on (see :func:`digest`)."""
-    body = raw_body_of(cause)
-    if body is None:
-        return {}
-    options = options_of(plugins, handler, cause)
-    results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
-    owned = engine.owned_fields(plugins, cause.logger)
-    return state(body, depends_on=options.depends_on, excluded=[*results, *cycle.writes.fields, *owned],
-                 excluded_prefixes=cycle.writes.prefixes, ignore=options.ignore or (),
-                 patch=getattr(cause, "patch", None) if patched else None)
-
-
-def remembered(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:
-    """The digest of the state a conclusion is about (the object as the cycle's patch leaves it),
-    its parts kept to tell what wakes the handler next (see :mod:`kopf_outcomes.wakeups`)."""
-    chosen = state_of(plugins, cycle, handler, cause, patched=True)
-    found = hashed(chosen)
-    wakeups.remember(found, chosen)
-    return found
 
 
 def track(cycle: Cycle, handlers: Collection[Handler]) -> None:

@@ -14,11 +14,11 @@ import kopf
 
 from kopf_outcomes import engine, memory, wakeups
 from kopf_outcomes._kopf import dependents
-from kopf_outcomes._kopf.cycle import Cycle, remembered, state_of
+from kopf_outcomes._kopf.cycle import Cycle
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
-from kopf_outcomes.digest import hashed
+from kopf_outcomes._kopf.states import remembered, woken_by
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
@@ -176,7 +176,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
         if stored in ("pending", "retained") or run.options.remember:
-            woke = woken_by(turn)
+            woke = woken_by(plugins, cycle, handler, cause, run.previous)
             new = memory.record(run.previous, digest=remembered(plugins, cycle, handler, cause),
                                 outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
@@ -203,15 +203,6 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.quiet.add(handler_id)  # the same conclusion about the same state: no need to store
     return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result)
-
-
-def woken_by(turn: Turn) -> list[str] | None:
-    """The paths of the handler's state that changed since its previous conclusion, if known."""
-    plugins, cycle, run, handler, cause, _ = turn
-    if run.previous is None:
-        return None
-    now = state_of(plugins, cycle, handler, cause)
-    return wakeups.changed(run.previous["digest"], now) if hashed(now) != run.previous["digest"] else None
 
 
 # Hints about the operator's code, not about an object: logged, never posted as an Event.
