@@ -20,6 +20,7 @@ from kopf_outcomes.values import FatalOnDelete, checked
 _ATTRIBUTE = "__kopf_outcomes_options__"
 
 FnT = TypeVar("FnT", bound=Callable[..., object])
+PATH_OPTIONS = ("depends_on", "ignore")  # the options that are field paths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,9 +51,10 @@ class HandlerOptions:
 
     def __post_init__(self) -> None:
         checked("fatal_on_delete", values.fatal_on_delete, self.fatal_on_delete)
-        for name in ("depends_on", "ignore"):
-            if isinstance(getattr(self, name), str):
-                raise TypeError(f"{name} must be a list of field paths, not a single string")
+        for name in PATH_OPTIONS:  # checked, in their canonical form, whoever made the options
+            found = getattr(self, name)
+            if found is not None:
+                object.__setattr__(self, name, paths.canonical_all(found, name))
 
     def merged(self, fallback: HandlerOptions) -> HandlerOptions:
         """These options, with the unset ones taken from ``fallback``."""
@@ -64,7 +66,6 @@ class HandlerOptions:
 
 OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(HandlerOptions))
 NO_OPTIONS = HandlerOptions()
-PATH_OPTIONS = frozenset({"depends_on", "ignore"})  # the options that are field paths
 # The options that some handler_options() set: one no handler sets is unset for all of them,
 # which every handler run can then know without looking at its function.
 declared: set[str] = set()
@@ -81,10 +82,10 @@ def handler_options(
     """Attach options to a handler function; stack it with Kopf's decorator in any order."""
     options = HandlerOptions(
         explicit_completion=explicit_completion,
-        depends_on=None if depends_on is None else paths.canonical_all(depends_on, "depends_on"),
+        depends_on=depends_on,  # type: ignore[arg-type]  # checked and made a tuple of paths there
         remember=remember,
         fatal_on_delete=fatal_on_delete,
-        ignore=None if ignore is None else paths.canonical_all(ignore, "ignore"),
+        ignore=ignore,  # type: ignore[arg-type]
     )
 
     declared.update(name for name in OPTION_NAMES if getattr(options, name) is not None)

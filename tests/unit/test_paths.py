@@ -68,3 +68,14 @@ def test_what_woke_a_handler_is_named_in_the_same_syntax():
     before, after = parts(state(body("a"))), parts(state(body("b")))
     assert [path for path in after if before.get(path) != after[path]] == [ESCAPED]
     assert paths.parse(ESCAPED) == ("metadata", "labels", NAME)  # what why shows reads back
+
+
+def test_options_made_anywhere_hold_checked_canonical_paths():
+    from kopf_outcomes.options import HandlerOptions
+
+    # A plugin's answer (kopf_outcomes_handler_options) makes HandlerOptions itself.
+    assert HandlerOptions(depends_on=[["metadata", "labels", NAME]]).depends_on == (ESCAPED,)
+    with pytest.raises(ValueError, match="ignore: 'spec..x' is not a field path"):
+        HandlerOptions(ignore=("spec..x",))
+    with pytest.raises(TypeError, match="not a single string"):
+        kopf_outcomes.handler_options(ignore="status.phase")  # not ('s', 't', 'a', ...)

@@ -13,8 +13,7 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from kopf_outcomes import paths
-from kopf_outcomes.options import OPTION_NAMES, PATH_OPTIONS, HandlerOptions
+from kopf_outcomes.options import OPTION_NAMES, HandlerOptions
 from kopf_outcomes.outcomes import Outcome
 from kopf_outcomes.policy.errors import KeyPath, PolicyError, dotted, render
 from kopf_outcomes.policy.model import Backoff, Escalation, ExceptionRule, Policy, Scope
@@ -134,7 +133,7 @@ class Resolver:
     def _resolve(scopes: list[tuple[KeyPath, Scope]]) -> Settings:
         options = {name: _first(scopes, name, operator.attrgetter(name)) for name in _OPTIONS}
         return Settings(
-            options=HandlerOptions(**{name: _canonical(name, setting.value) if setting else None  # type: ignore[arg-type]
+            options=HandlerOptions(**{name: setting.value if setting else None
                                       for name, setting in options.items()}),
             option_sources={name: setting.where for name, setting in options.items() if setting},
             retry_level=_first(scopes, "levels.retry", lambda scope: scope.levels.retry),
@@ -142,11 +141,6 @@ class Resolver:
             timing=_timing(scopes),
             escalate=_first(scopes, "escalate", lambda scope: scope.escalate),
         )
-
-
-def _canonical(name: str, value: object) -> object:
-    """Field paths as the library keeps them (a Python policy may give lists of segments)."""
-    return paths.canonical_all(value, name) if name in PATH_OPTIONS and value is not None else value  # type: ignore[arg-type]
 
 
 def _first(scopes: list[tuple[KeyPath, Scope]], key: str,
