@@ -1,4 +1,4 @@
-"""Programs the tests run that Python does not bring: found on PATH, or where ./scripts/bootstrap
+"""Programs the tests run that Python does not bring: found on PATH, or where ./scripts/test
 builds them when it cannot install Debian's package (no root). Missing, a test fails saying how
 to get it: a skipped check would pass for a checked one."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ def program(name: str) -> str:
     if found is None and name in _BUILT:
         found = shutil.which(name, path=str(_BUILT[name]()))
     if found is None and name in _BUILT:
-        pytest.fail(f"{name} is not installed: ./scripts/bootstrap installs it (Debian's prometheus package"
+        pytest.fail(f"{name} is not installed: ./scripts/test installs it (Debian's prometheus package"
                     " as root, else a Go build: kopf-outcomes cluster build --prometheus)")
     if found is None:
         pytest.fail(f"{name} is not installed, and the test runs it")

@@ -3,7 +3,7 @@ A real Prometheus (Debian's ``prometheus``, on 127.0.0.1 only, for a bounded tim
 plugin's ``/metrics`` of two operators on the real API server, and evaluates the deployment
 recipe's alert rules (examples/deploy/prometheus/alerts.yaml) against what it scraped.
 
-Without the ``prometheus`` binary this test fails, saying so (./scripts/bootstrap brings it).
+Without the ``prometheus`` binary this test fails, saying so (./scripts/test brings it).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 The deployment recipe's Prometheus alert rules (examples/deploy/prometheus): valid for promtool,
 their unit tests pass, and they name only metrics that the Prometheus plugin really exports.
 
-promtool comes with Debian's ``prometheus`` package, or a Go build (./scripts/bootstrap brings one);
+promtool comes with Debian's ``prometheus`` package, or a Go build (./scripts/test brings one);
 without it these tests fail, saying so: a skipped check would pass for a checked one.
 """
 from __future__ import annotations
