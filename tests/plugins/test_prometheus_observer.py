@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 
 import pytest
@@ -13,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kopf_outcomes import Fatal, HandlerOptions, HandlerRun, Pending, ResourceRef, Retry, Success
 from kopf_outcomes.engine import PluginFailure
+from tests.programs import program
 
 RESOURCE = ResourceRef("kopf.dev", "v1", "kopfexamples", "KopfExample")
 R = "kopfexamples.v1.kopf.dev"
@@ -193,7 +193,6 @@ def test_bad_addresses_name_the_setting(text):
         parse_address(text)
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (Debian: prometheus)")
 def test_promtool_finds_nothing_to_lint():
     registry = CollectorRegistry()
     observer = Observer(registry, objects_reported=True)
@@ -206,6 +205,6 @@ def test_promtool_finds_nothing_to_lint():
     for name in ("handler_outcomes_total", "handlers_waiting", "handler_wait_seconds_bucket",
                  "plugin_failures_total"):
         assert f"kopf_outcomes_{name}".encode() in exposition
-    checked = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True)
+    checked = subprocess.run([program("promtool"), "check", "metrics"], input=exposition, capture_output=True)
     assert checked.returncode == 0 and not checked.stdout and not checked.stderr, \
         (checked.stdout + checked.stderr).decode()
