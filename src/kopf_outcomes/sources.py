@@ -79,8 +79,10 @@ class Source:
         if self.how == "selected":
             computed = [templates.render(value, body) for _, value in self.conditions
                         if isinstance(value, str) and templates.is_template(value)]
-            if any(value is None for value in computed):
+            if any(value is None or isinstance(value, (Mapping, list)) for value in computed):
                 return []  # the object lacks a field its selector is made of: it selects nothing
+            labelled = sum(templates.is_template(value) for _, value in self.labels)
+            computed = [str(value) if index < labelled else value for index, value in enumerate(computed)]
             return [_selection_key(scope, computed) for scope in scopes]
         return [key for name in _references(paths.resolve(body, self.field or ""))
                 for key in ([f"{name[0]}/{name[1]}"] if name[0] is not None else

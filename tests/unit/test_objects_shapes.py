@@ -90,6 +90,14 @@ def test_children_selected_by_a_field_equal_to_a_field_of_the_parent():
     assert [ref.name for ref in objects.lookup([both], parent("a"), indices)] == ["x"]  # the fixed label holds
 
 
+def test_a_label_computed_from_a_number_is_its_text():
+    source = kopf_outcomes.selected("v1", "pods", labels={"generation": "{spec.generation}"},
+                                    where={"spec.generation": "{spec.generation}"})
+    indices = kopf_index(source, child("x", labels={"generation": "3"}, generation=3),
+                         child("y", labels={"generation": "3"}, generation="3"))
+    assert [ref.name for ref in objects.lookup([source], parent("a", generation=3), indices)] == ["x"]
+
+
 def test_a_parent_without_the_field_of_its_selector_selects_nothing():
     source = kopf_outcomes.selected("v1", "configmaps", where={"spec.clusterName": "{spec.cluster}"})
     assert source.keys(parent("a")) == []
