@@ -36,9 +36,9 @@ TARGETS: list[tuple[str, str, Getter, str, float]] = [
     ("jobs", "Job done -> parent gone, p50 at least 50x better than stock (stock/ours >= 50)",
      lambda r: r["jobs"]["speedup_p50"], ">=", 50.0),
     ("jobs", "handler runs: ours/stock <= 1",
-     lambda r: r["jobs"]["ours"]["handler_runs"] / r["jobs"]["stock"]["handler_runs"], "<=", 1.0),
+     lambda r: ratio(r["jobs"]["ours"]["handler_runs"], r["jobs"]["stock"]["handler_runs"]), "<=", 1.0),
     ("jobs", "writes to the parents: ours/stock <= 1",
-     lambda r: _parent_writes(r["jobs"]["ours"]) / _parent_writes(r["jobs"]["stock"]), "<=", 1.0),
+     lambda r: ratio(_parent_writes(r["jobs"]["ours"]), _parent_writes(r["jobs"]["stock"])), "<=", 1.0),
     ("jobs", "ERROR lines: 0", lambda r: r["jobs"]["ours"]["error_lines"], "<=", 0.0),
 ]
 
