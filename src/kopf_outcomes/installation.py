@@ -62,9 +62,9 @@ def install(
         _patch = _kopf.Wrappers(manager)
         _patch.attach()
         misuse.installed(True)
-        outcome_events.enable(events)
+        outcome_events.enable(events, series=_kopf.post_event)
         return manager
-    outcome_events.enable(events)
+    outcome_events.enable(events, series=_kopf.post_event)
     manager = _patch.plugins
     if policy_plugin is not None:
         manager.replace(policy_plugin, name=policy_plugin.name)
