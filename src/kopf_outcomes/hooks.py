@@ -92,11 +92,19 @@ class Hook(Generic[F]):
         return f"<typed hook marker {self.name}>"
 
 
+#: ``(handler_id: str, resource: ResourceRef | None) -> HandlerOptions | None``
 handler_options = Hook[HandlerOptionsHook]("kopf_outcomes_handler_options")
+#: ``(run: HandlerRun, result: object) -> Outcome | None``
 classify_result = Hook[ClassifyResultHook]("kopf_outcomes_classify_result")
+#: ``(run: HandlerRun, exception: Exception) -> Outcome | None``
 classify_exception = Hook[ClassifyExceptionHook]("kopf_outcomes_classify_exception")
+#: ``(run: HandlerRun, decision: Decision) -> None``
 adjust_outcome = Hook[AdjustOutcomeHook]("kopf_outcomes_adjust_outcome")
+#: ``(run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None``
 observe_outcome = Hook[ObserveOutcomeHook]("kopf_outcomes_observe_outcome")
+#: ``(resource: ResourceRef | None, body: Mapping[str, Any], waiting: Mapping[str, str]) -> None``
 observe_object = Hook[ObserveObjectHook]("kopf_outcomes_observe_object")
+#: ``(resource: ResourceRef | None, body: Mapping[str, Any]) -> None``
 object_gone = Hook[ObjectGoneHook]("kopf_outcomes_object_gone")
+#: ``() -> Iterable[str]``
 owned_fields = Hook[OwnedFieldsHook]("kopf_outcomes_owned_fields")

@@ -64,7 +64,8 @@ class MemoryRecord(_Conclusion, total=False):
     ``outcome`` (str)
         What it concluded: ``"pending"``, ``"retry"``, ``"success"``, ``"fatal"`` or ``"retained"``.
     ``reason`` (str)
-        The outcome's reason (at most 1024 characters: a longer one ends with `` [truncated]``).
+        The outcome's reason, at most 1024 characters (a longer one is cut and ends with
+        ``[truncated]``).
 
     Present when they apply:
 
