@@ -72,7 +72,8 @@ class PluginManager(pluggy.PluginManager):
         except pluggy.PluginValidationError as e:  # a reason refusals does not know: still named
             if self.is_registered(plugin):
                 self.unregister(plugin)
-            raise PluginError(f"kopf-outcomes plugin {named!r} cannot be used: {e}") from None
+            reason = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())  # one line
+            raise PluginError(f"kopf-outcomes plugin {named!r} cannot be used: {reason}") from None
         self._refresh()
         return registered
 

@@ -277,3 +277,18 @@ def test_kopf_run_shows_the_one_line_reason_of_an_unusable_plugin(tmp_path: Path
         "PluginError: kopf-outcomes plugin '__kopf_script_0__" + str(operator) + ".Misspelled' cannot be used: "
         "its function 'kopf_outcomes_classify_exceptions' is marked as a hook implementation, but there is no hook "
         "'kopf_outcomes_classify_exceptions' (did you mean 'kopf_outcomes_classify_exception'?)\n")
+
+
+def test_what_pluggy_alone_refuses_is_a_plugin_error_naming_the_plugin_too() -> None:
+    class NotAGenerator:
+        @hookimpl(wrapper=True)
+        def kopf_outcomes_adjust_outcome(self, run: Any, decision: Any) -> None: ...
+
+    manager = Plugins()
+    with pytest.raises(PluginError) as info:
+        manager.register(NotAGenerator(), name="wrapper")
+    assert str(info.value) == (
+        "kopf-outcomes plugin 'wrapper' cannot be used: Plugin 'wrapper' for hook 'kopf_outcomes_adjust_outcome'; "
+        "hookimpl definition: kopf_outcomes_adjust_outcome(run: 'Any', decision: 'Any') -> 'None'; "
+        "Declared as wrapper=True or hookwrapper=True but function is not a generator function")
+    assert not manager.has_plugin("wrapper") and manager.only_builtins
