@@ -65,8 +65,8 @@ class PluginManager(pluggy.PluginManager):
         """Register a plugin; one that cannot be used is a PluginError naming it, and nothing of
         it is registered (:mod:`kopf_outcomes.refusals`)."""
         named = name or self.get_canonical_name(plugin)
-        for problem in refusals.problems(self, plugin, named):
-            raise problem
+        for problem in () if self.is_blocked(named) else refusals.problems(self, plugin, named):
+            raise problem  # (a blocked name is not registered at all: pluggy returns None)
         try:
             registered = super().register(plugin, name=name)
         except pluggy.PluginValidationError as e:  # a reason refusals does not know: still named

@@ -292,3 +292,10 @@ def test_what_pluggy_alone_refuses_is_a_plugin_error_naming_the_plugin_too() -> 
         "hookimpl definition: kopf_outcomes_adjust_outcome(run: 'Any', decision: 'Any') -> 'None'; "
         "Declared as wrapper=True or hookwrapper=True but function is not a generator function")
     assert not manager.has_plugin("wrapper") and manager.only_builtins
+
+
+def test_a_blocked_broken_plugin_is_not_refused_but_left_out_as_pluggy_does() -> None:
+    manager = Plugins()
+    manager.set_blocked("misspelled")
+    assert manager.register(Misspelled(), name="misspelled") is None
+    assert not manager.has_plugin("misspelled")
