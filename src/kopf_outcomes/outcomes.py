@@ -15,9 +15,9 @@ import kopf
 
 from kopf_outcomes import misuse, values
 from kopf_outcomes.errors import OutcomeMisreadError
-from kopf_outcomes.values import FatalOnDelete, checked
+from kopf_outcomes.values import FatalOnDelete, LevelName, checked
 
-__all__ = ["Fatal", "FatalOnDelete", "Outcome", "Pending", "Retry", "Success"]
+__all__ = ["Fatal", "FatalOnDelete", "LevelName", "Outcome", "Pending", "Retry", "Success"]
 
 
 class Outcome(kopf.TemporaryError):
@@ -61,6 +61,9 @@ class Outcome(kopf.TemporaryError):
 class Success(Outcome):
     """Done. Logged exactly as Kopf logs a handler that returned; the result is stored as usual."""
 
+    #: What the handler returned: Kopf stores it as the handler's result.
+    result: object
+
     def __init__(self, result: object = None) -> None:
         super().__init__()
         self.args = ()  # no reason to carry
@@ -81,6 +84,11 @@ class Pending(Outcome):
     or after ``recheck`` seconds if given. With neither, it stays parked at zero cost.
     """
 
+    #: What the handler waits for: logged, posted in an Event, kept in the handler's memory.
+    reason: str
+    #: Seconds after which the handler runs again even if nothing changed; None: only on a change.
+    recheck: float | None
+
     def __init__(self, reason: str, *, recheck: float | None = None) -> None:
         super().__init__(reason, delay=60)
         self.reason = checked("Pending(reason)", values.reason, reason)
@@ -94,9 +102,14 @@ class Pending(Outcome):
 class Retry(Outcome):
     """A temporary failure, retried after ``delay`` seconds, logged at the chosen ``level``."""
 
+    #: Why it failed: logged, posted in an Event, kept in the handler's memory.
+    reason: str
+    #: Seconds until the next run.
     delay: float
+    #: The logging level of its log line (a number: a name given is turned into one).
+    level: int
 
-    def __init__(self, reason: str, *, delay: float = 60, level: int | str = logging.WARNING) -> None:
+    def __init__(self, reason: str, *, delay: float = 60, level: int | LevelName = logging.WARNING) -> None:
         super().__init__(reason)
         self.reason = checked("Retry(reason)", values.reason, reason)
         self.delay = checked("Retry(delay=...)", values.seconds, delay)
@@ -116,11 +129,18 @@ class Fatal(Outcome):
     choice to policies, and finally to stock behaviour (release).
     """
 
+    #: Why it failed: logged, posted in an Event, kept in the handler's memory.
+    reason: str
+    #: The logging level of its log line (a number: a name given is turned into one).
+    level: int
+    #: On deletion: ``"release"`` or ``"retain"`` the finalizer; None leaves it to policies.
+    on_delete: FatalOnDelete | None
+
     def __init__(
         self,
         reason: str,
         *,
-        level: int | str = logging.ERROR,
+        level: int | LevelName = logging.ERROR,
         on_delete: FatalOnDelete | None = None,
     ) -> None:
         super().__init__(reason)

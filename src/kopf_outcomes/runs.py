@@ -96,6 +96,13 @@ class Decision:
     origin: object = None
     stock_reading: Outcome | None = dataclasses.field(default=None, repr=False)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        # Refused in the frame of the hook that sets it: the plugin is named from its traceback.
+        if name == "outcome" and not isinstance(value, Outcome):
+            raise TypeError(f"decision.outcome must be an Outcome (Success, Pending, Retry or Fatal), "
+                            f"got {value!r}")
+        super().__setattr__(name, value)
+
     @property
     def stock(self) -> bool:
         return self.outcome is self.stock_reading

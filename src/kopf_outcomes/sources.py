@@ -21,12 +21,18 @@ class ObjectRef(NamedTuple):
     """One object a handler depends on, as it is now (``recall().objects``). Its state for the
     handler is its existence and the source's ``fields``."""
 
+    #: Its namespace; None for a cluster-scoped object.
     namespace: str | None
+    #: Its name.
     name: str
+    #: Its ``metadata.uid``.
     uid: str
-    resource_version: str  # for the handler's information: not part of the state
-    deleting: bool  # has a deletionTimestamp: going, not gone (for information: not part of the state)
-    fields: tuple[object, ...] = ()  # the values of the source's fields, in their order
+    #: Its ``metadata.resourceVersion``: for the handler's information, not part of the state.
+    resource_version: str
+    #: Whether it has a deletionTimestamp: going, not gone (for information, not part of the state).
+    deleting: bool
+    #: The values of the source's ``fields``, in their order (None where a field is absent).
+    fields: tuple[object, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from collections.abc import Collection, Mapping
 from importlib import metadata
 from typing import Any, NamedTuple
 
+from kopf._cogs.clients import api as kopf_api
+from kopf._cogs.clients import errors as kopf_api_errors
 from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._cogs.structs.ids import HandlerId
 from kopf._core.actions import application, execution
@@ -49,7 +51,8 @@ misuse.probe(lambda: handler_var.get(None) is not None)
 __all__ = [
     "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only",
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
-    "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
+    "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
+    "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "changing_ids", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
