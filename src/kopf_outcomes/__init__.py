@@ -28,6 +28,7 @@ from kopf_outcomes.objects import ObjectRef, Source, depends_on_objects, owned, 
 from kopf_outcomes.options import HandlerOptions, handler_options
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
+from kopf_outcomes.shards import shard
 from kopf_outcomes.values import LevelName
 
 __all__ = [
@@ -63,5 +64,6 @@ __all__ = [
     "recall",
     "referenced",
     "selected",
+    "shard",
     "uninstall",
 ]

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_api_errors
 from kopf._cogs.configs.configuration import OperatorSettings
+from kopf._cogs.structs import finalizers
 from kopf._cogs.structs.ids import HandlerId
 from kopf._core.actions import application, execution
 from kopf._core.actions.execution import (
@@ -53,7 +54,8 @@ __all__ = [
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
     "LifeCycleFn", "OperatorSettings", "State", "application",
-    "cause_var", "changing_ids", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
+    "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "finalizers",
+    "handler_var", "kind_of",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]
@@ -182,6 +184,21 @@ def changing_ids(registry: Any) -> frozenset[str]:
         return known[1]
     found = frozenset(str(handler.id) for handler in handlers)
     _changing_ids[registry] = (len(handlers), found)
+    return found
+
+
+_deletion_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+
+
+def deletion_ids(registry: Any) -> frozenset[str]:
+    """The ids of the operator's change handlers for which Kopf keeps its finalizer (deletion
+    handlers that are not ``optional=``), of every resource."""
+    handlers = list(registry._changing.get_all_handlers())
+    known = _deletion_ids.get(registry)
+    if known is not None and known[0] == len(handlers):
+        return known[1]
+    found = frozenset(str(handler.id) for handler in handlers if handler.requires_finalizer)
+    _deletion_ids[registry] = (len(handlers), found)
     return found
 
 

@@ -10,6 +10,7 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
   rechecks sleep there and run again without a write (:mod:`.requeue`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 - ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
+- ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import children, cycle, delays, dependents, kopf_runs, requeue, translation
+from kopf_outcomes._kopf import children, cycle, delays, dependents, held, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
     CHANGE,
     SUBHANDLER,
@@ -41,6 +42,7 @@ from kopf_outcomes._kopf.internals import (
     State,
     application,
     execution,
+    finalizers,
     handler_var,
     no_extra_context,
     progress_of,
@@ -79,6 +81,7 @@ class Wrappers:
             (application, "apply"): application.apply,
             (queueing, "worker"): queueing.worker,
             (queueing, "watcher"): queueing.watcher,
+            (finalizers, "allow_deletion"): finalizers.allow_deletion,
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
@@ -86,6 +89,7 @@ class Wrappers:
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
+        self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
 
     def attach(self) -> None:
         for module, name in self.originals:
