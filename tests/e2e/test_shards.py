@@ -7,9 +7,12 @@ the shard it joins continues from the memory: one start, one key, woken by the c
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
 import time
 
+from tests.docs.blocks import ROOT, blocks
 from tests.e2e.conftest import eventually, get_example
 from tests.e2e.test_kinds import patch_status
 from tests.e2e.test_memory import patch
@@ -18,6 +21,9 @@ from tests.e2e.test_outcomes import FINALIZER
 RECIPE = "examples/deploy/shards/operator.py"
 STOCK = "tests/e2e/operators/stock_shard_operator.py"
 LABEL = "kopf-outcomes.example.com/shard"
+# The how-to's command that moves an object to shard b (docs/howto/shard.md), run as written.
+MOVE = next(b.code.strip() for b in blocks(ROOT / "docs" / "howto" / "shard.md")
+            if b.language == "sh" and "tested" in b.flags and "kubectl label" in b.code)
 KEY = re.compile(r"Asked the external system to delete its side \(key (\w+)\)\.")
 
 
@@ -72,15 +78,21 @@ async def test_stock_kopf_shards_by_label_that_share_the_finalizer_fight_over_it
         assert adds >= 3 and removals >= 3, (adds, removals)  # Kopf issue 664: without end
 
 
+def move_as_the_howto_says(cluster, namespace: str, name: str) -> None:
+    env = dict(os.environ, KUBECONFIG=str(cluster.admin_kubeconfig), NAMESPACE=namespace, NAME=name)
+    done = subprocess.run(MOVE, shell=True, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 async def test_a_waiting_object_moved_to_another_shard_is_kept_and_continued_there_with_one_key(
-        objects, namespace, operator):
+        objects, namespace, operator, cluster):
     async with operator(RECIPE, SHARD="a") as a, operator(RECIPE, SHARD="b") as b:
         await deleting_on(objects, namespace, "moved", "a")
         await eventually(lambda: asyncio.sleep(0, keys(a)), what="shard a to start the external deletion")
         assert writes(b) == 0, "shard b wrote to shard a's object"
         runs_on_a = runs(a)
 
-        await patch(objects, namespace, "moved", {"metadata": {"labels": {LABEL: "b"}}})
+        move_as_the_howto_says(cluster, namespace, "moved")
         await asyncio.sleep(2)  # time for a release, if any shard made one
         writes_on_a = writes(a)
         assert await _has_finalizer(objects, namespace, "moved")
