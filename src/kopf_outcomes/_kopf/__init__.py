@@ -10,6 +10,7 @@ it so). Everything above it speaks in our outcomes and runs; everything below kn
 - :mod:`.children` — sub-handlers that wait for us park their parent;
 - :mod:`.delays` — which of Kopf's delays are ours, told to the cycle's own ``apply()``;
 - :mod:`.requeue` — rechecks without writes;
+- :mod:`.held` — no release of an object whose deletion handler waits, or that is another shard's;
 - :mod:`.marks` — our marks on Kopf's progress;
 - :mod:`.kopf_runs` — the read-only :class:`~kopf_outcomes.HandlerRun` built from Kopf's objects;
 - :mod:`.event_series` — outcome Events as series (a count that grows), with Kopf's API client.
