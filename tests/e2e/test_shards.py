@@ -130,3 +130,27 @@ async def test_a_waiting_object_moved_out_of_the_only_operators_filter_is_kept_u
         await patch(objects, namespace, "left", {"metadata": {"annotations": {
             "outcomes.kopf.zalando.org/release": "delete_fn"}}})
         await eventually(lambda: _gone(objects, namespace, "left"), timeout=10, what="the person's release")
+
+
+async def test_a_waiting_object_whose_namespace_moves_to_another_shard_is_continued_there_with_one_key(
+        objects, namespace, operator):
+    """Shards by namespace: the namespace leaves shard a's patterns (its rollout ends the process),
+    then joins shard b's; b lists the object and continues from its memory."""
+    async with operator(RECIPE) as a:
+        await deleting_on(objects, namespace, "handed-over", "any")
+        await eventually(lambda: asyncio.sleep(0, keys(a)), what="shard a to start the external deletion")
+        await eventually(lambda: _memory_written(objects, namespace, "handed-over"), what="the memory")
+    async with operator(RECIPE) as b:
+        await b.wait_for(lambda r: r.message.startswith("Deletion is in progress"), what="shard b to list it")
+        await asyncio.sleep(1)
+        assert await _has_finalizer(objects, namespace, "handed-over")
+        called = time.monotonic()
+        await patch_status(objects, namespace, "handed-over", {"status": {"deletion": {"state": "done"}}})
+        await eventually(lambda: _gone(objects, namespace, "handed-over"), timeout=10, what="the object to go")
+        assert time.monotonic() - called < 5
+    assert len(keys(a)) == 1 and keys(b) == [], "shard b started the external deletion again"
+
+
+async def _memory_written(objects, namespace: str, name: str) -> bool:
+    body = await get_example(objects, namespace, name)
+    return "outcomes.kopf.zalando.org/memory" in ((body or {}).get("metadata", {}).get("annotations") or {})
