@@ -14,7 +14,7 @@ it joins continues from the memory kept in the object. The shard label is not pa
 handler's state (``ignore=``), so the move is not a new state: the external system is not asked
 again (the same idempotency key), and the callback wakes the handler on its new shard.
 
-    SHARD=a kopf run examples/deploy/shards/operator.py --all-namespaces --peering=kopf-outcomes-a
+    SHARD=a kopf run examples/deploy/shards/operator.py --all-namespaces --peering=kopf-outcomes-shard-a
 """
 from __future__ import annotations
 
