@@ -58,6 +58,7 @@ class MemoryRecord(_Conclusion, total=False):
     parked: bool  # Pending without recheck, or a retained finalizer: waits for a change
     recheck: float  # Pending with a recheck: runs again at since + k * recheck, scheduled in memory
     objects: str  # the fingerprint of its other objects (depends_on_objects) when it was stored
+    deadline: str  # Pending under a time-based escalation: runs again then (UTC, ISO 8601), whatever happens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +177,7 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("parked", False), bool)
             and ("recheck" not in record or _recheck(record["recheck"]))
             and isinstance(record.get("objects", ""), str)
+            and isinstance(record.get("deadline", ""), str)
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
 
 
@@ -194,7 +196,7 @@ def stored_reason(reason: str) -> str:
 
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
            parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None,
-           objects: str | None = None) -> MemoryRecord:
+           objects: str | None = None, deadline: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -210,6 +212,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["recheck"] = recheck
     if objects is not None:
         new["objects"] = objects
+    if deadline is not None:
+        new["deadline"] = deadline
     return new
 
 

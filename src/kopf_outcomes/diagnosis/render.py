@@ -63,7 +63,7 @@ def why(report: Mapping[str, Any]) -> str:
         rows.append([handler["id"], handler["state"], record.get("reason") or kp.get("message") or "",
                      short(record.get("since")), str(kp.get("retries", "-")), short(kp.get("started")),
                      _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"),
-                               handler.get("nextRecheck"))])
+                               handler.get("nextRecheck"), handler.get("escalatesAt"))])
     lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
     for handler in handlers:
         if handler.get("release"):
@@ -98,9 +98,12 @@ def short(stamp: str | None) -> str:
 
 
 def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None,
-              next_recheck: str | None = None) -> str:
+              next_recheck: str | None = None, escalates_at: str | None = None) -> str:
     """When it runs again: a recheck's next grid point (from the memory), Kopf's timer, or for a
-    parked handler what wakes it (the memory's scope)."""
+    parked handler what wakes it (the memory's scope); and the deadline of its escalation."""
+    if escalates_at is not None:
+        sooner = _next_run(delayed, state, depends_on, next_recheck)
+        return f"{sooner}; escalates at {short(escalates_at)}"
     if next_recheck is not None:
         return short(next_recheck)
     moment = _parse(delayed)
