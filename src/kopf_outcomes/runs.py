@@ -62,6 +62,9 @@ class HandlerRun:
     backoff: float = 60.0
     # The handler's kind (kopf_outcomes.Kind, a string too): "change", "sub-handler", "timer", ...
     kind: str = "change"
+    # The operator's Kopf finalizer (``settings.persistence.finalizer``): its identity among the
+    # operators of one resource, from which the memory's keys derive (None: not known, read as the default).
+    finalizer: str | None = None
 
     def _asdict(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(HandlerRun)}
