@@ -271,7 +271,8 @@ class Wrappers:
                 due = None if now is None or handler_state.finished \
                     else deadlines.wait(context.records.get(str(h.id)), now)
                 if unknown and str(h.id) in unknown:
-                    waiting.append(h.id)
+                    waiting.append(h.id)  # held until its objects are known: no deadline runs it before
+                    continue
                 elif due == 0.0:  # its escalation's deadline has come: it runs, and escalates
                     handlers_todo.append(h)
                     woken.append(h)
