@@ -39,6 +39,8 @@ class HandlerRun:
     ``runtime`` is the seconds since the handler first started, as Kopf counts them.
     ``previous`` is what this handler's memory said before this run (None when nothing).
     ``kind`` is the handler's :class:`~kopf_outcomes.Kind`: what each outcome means depends on it.
+    ``finalizer`` is the operator's Kopf finalizer: what tells one operator's writes from another's
+    on a resource that several operators serve (the bundled conditions plugin prefixes its types by it).
 
     The runs that hooks get read their fields from Kopf's objects when a hook asks (most
     observers read few of them): read what you need inside the hook, as a run kept for later
