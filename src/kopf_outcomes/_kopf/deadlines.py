@@ -16,15 +16,30 @@ import datetime
 
 from kopf_outcomes._kopf.internals import HandlerState
 from kopf_outcomes.memory import MemoryRecord
-from kopf_outcomes.outcomes import Outcome, deadline_of
+from kopf_outcomes.outcomes import Outcome, Pending, deadline_of
 
 # Seconds slept past a deadline: the run then finds the escalation reached (Kopf measures its
 # runtime by the loop's clock, the deadline is by the wall clock), never just short of it.
 MARGIN = 0.2
 
 
+class Waiting(Pending):
+    """A parent's Pending while its sub-handlers wait, due at the first of their deadlines: the
+    parent then runs, and runs the child whose deadline it is (children run only in its run)."""
+
+    deadline: str
+
+
+def at(outcome: Pending, deadline: datetime.datetime) -> Pending:
+    waiting = Waiting(outcome.reason, recheck=outcome.recheck)
+    waiting.deadline = deadline.isoformat()
+    return waiting
+
+
 def stamp(state: HandlerState | None, outcome: Outcome) -> str | None:
     """The deadline of a Pending that has one, as the memory stores it (UTC, ISO 8601)."""
+    if isinstance(outcome, Waiting):
+        return outcome.deadline
     runtime = deadline_of(outcome)
     started = getattr(state, "started", None)
     if runtime is None or not isinstance(started, datetime.datetime):
@@ -45,12 +60,17 @@ def wait(record: MemoryRecord | None, now: datetime.datetime) -> float | None:
 
 
 def until(deadline: str | None, now: datetime.datetime) -> float | None:
+    found = moment(deadline)
+    return None if found is None else max(0.0, (found - now).total_seconds())
+
+
+def moment(deadline: str | None) -> datetime.datetime | None:
+    """A stored deadline as a time; None if none, or one that is not a time (forged: the handler
+    then waits as parked, on a change)."""
     if not deadline:
         return None
     try:
-        moment = datetime.datetime.fromisoformat(deadline)
+        found = datetime.datetime.fromisoformat(deadline)
     except ValueError:
-        return None  # not ours to schedule (forged): the handler waits as parked, on a change
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return max(0.0, (moment - now).total_seconds())
+        return None
+    return found if found.tzinfo is not None else found.replace(tzinfo=datetime.timezone.utc)
