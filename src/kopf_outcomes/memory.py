@@ -81,6 +81,8 @@ class MemoryRecord(_Conclusion, total=False):
         The fingerprint of its other objects (``depends_on_objects``) when it was stored.
     ``woken_by`` (list[list[str]])
         The field paths whose change woke its last runs (a few, the latest last).
+    ``deadline`` (str)
+        A Pending under a time-based escalation runs again then (UTC, ISO 8601), whatever happens.
     """
 
     since: str
@@ -89,6 +91,7 @@ class MemoryRecord(_Conclusion, total=False):
     recheck: float
     objects: str
     woken_by: list[list[str]]
+    deadline: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +217,7 @@ def _valid(record: object) -> bool:
             and ("recheck" not in record or _recheck(record["recheck"]))
             and isinstance(record.get("objects", ""), str)
             and _woken_by(record.get("woken_by", []))
+            and isinstance(record.get("deadline", ""), str)
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
 
 
@@ -237,7 +241,8 @@ def stored_reason(reason: str) -> str:
 
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
            parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None,
-           objects: str | None = None, woken_by: list[list[str]] | None = None) -> MemoryRecord:
+           objects: str | None = None, woken_by: list[list[str]] | None = None,
+           deadline: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -255,6 +260,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["objects"] = objects
     if woken_by:
         new["woken_by"] = woken_by
+    if deadline is not None:
+        new["deadline"] = deadline
     return new
 
 

@@ -17,7 +17,8 @@ from kopf_outcomes import misuse, values
 from kopf_outcomes.errors import OutcomeMisreadError
 from kopf_outcomes.values import FatalOnDelete, LevelName, checked
 
-__all__ = ["Fatal", "FatalOnDelete", "LevelName", "Outcome", "Pending", "Retry", "Success"]
+__all__ = ["Fatal", "FatalOnDelete", "LevelName", "Outcome", "Pending", "Retry", "Success", "deadline_of",
+           "with_deadline"]
 
 
 class Outcome(kopf.TemporaryError):
@@ -94,9 +95,28 @@ class Pending(Outcome):
         self.reason = checked("Pending(reason)", values.reason, reason)
         self.recheck = None if recheck is None else checked("Pending(recheck=...)", values.recheck, recheck)
 
+    # Set by :func:`with_deadline` only: not a field (equal outcomes stay equal).
+    _deadline: float | None = None
+
     def _fields(self) -> tuple[Any, ...]:
         return (self.reason, self.recheck)
 
+
+def with_deadline(outcome: Pending, runtime: float) -> Pending:
+    """
+    A copy of a Pending that runs again once the handler has been at it for ``runtime`` seconds
+    (Kopf's ``runtime``, from its start), even if nothing changes: what a time-based escalation
+    needs, as a parked Pending runs again only on a change. The earlier of two deadlines holds.
+    """
+    copy = Pending(outcome.reason, recheck=outcome.recheck)
+    earlier = deadline_of(outcome)
+    copy._deadline = runtime if earlier is None else min(earlier, runtime)
+    return copy
+
+
+def deadline_of(outcome: Outcome) -> float | None:
+    """The runtime at which a Pending must run again whatever happens (:func:`with_deadline`)."""
+    return outcome._deadline if isinstance(outcome, Pending) else None
 
 
 class Retry(Outcome):

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import kopf
 
 from kopf_outcomes import engine, memory, wakeups
-from kopf_outcomes._kopf import dependents
+from kopf_outcomes._kopf import deadlines, dependents
 from kopf_outcomes._kopf.cycle import Cycle
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
@@ -72,7 +72,7 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
                    extra=fields(handler, "fatal", reason))
         result = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
     elif isinstance(outcome, Pending):
-        result = pending(handler, run, outcome, effect, logger)
+        result = pending(handler, run, outcome, effect, logger, deadlines.stamp(turn.state, outcome))
     elif isinstance(outcome, Retry):
         result = retry(handler, turn.state, outcome, logger)
         if result.final:  # retries= or timeout= exhausted: a final failure like any other
@@ -86,17 +86,19 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
 
 
 def pending(handler: Handler, run: HandlerRun, outcome: Pending, effect: Effect,
-            logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
-    """INFO the first time, DEBUG while the same (compared as the memory stores a reason)."""
+            logger: logging.Logger | logging.LoggerAdapter[Any], deadline: str | None = None) -> KopfOutcome:
+    """INFO the first time, DEBUG while the same (compared as the memory stores a reason).
+    A ``deadline`` (:mod:`.deadlines`) rides on the parked or rechecking mark to the memory."""
     previous = run.previous
     same = (previous is not None and previous["outcome"] == "pending"
             and previous["reason"] == memory.stored_reason(outcome.reason))
     logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}",
                extra=fields(handler, "pending", outcome.reason, recheck=outcome.recheck))
-    if effect is Effect.PARK:
-        return KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
-    if effect is Effect.RECHECK:
-        return KopfOutcome(final=False, exception=Rechecking(outcome.reason), delay=outcome.recheck)
+    if effect is Effect.PARK or effect is Effect.RECHECK:
+        mark = Parked(outcome.reason) if effect is Effect.PARK else Rechecking(outcome.reason)
+        mark.deadline = deadline
+        return KopfOutcome(final=False, exception=mark,
+                           delay=PARKED_DELAY if effect is Effect.PARK else outcome.recheck)
     if effect is Effect.POLL:  # Kopf's in-memory retry of this kind: no memory, no requeue
         return KopfOutcome(final=False, exception=Polling(outcome.reason), delay=outcome.recheck)
     return KopfOutcome(final=True)  # SKIP: this tick is over; the timer ticks again at its interval
@@ -183,7 +185,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None,
                                 objects=taken[1] if taken is not None else None,
-                                woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke))
+                                woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
+                                deadline=getattr(result.exception, "deadline", None))
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
                     new["outcome"], new["reason"]):
                 hint = wakeups.fruitless(handler_id, woke)

@@ -25,7 +25,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import children, cycle, delays, dependents, held, kopf_runs, requeue, translation
+from kopf_outcomes._kopf import children, cycle, deadlines, delays, dependents, held, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
     CHANGE,
     SUBHANDLER,
@@ -272,16 +272,27 @@ class Wrappers:
                 handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
                 wait = (None if now is None or handler_state.finished
                         else cycle.recheck_wait(self.plugins, context, h, cause, now))
+                due = None if now is None or handler_state.finished \
+                    else deadlines.wait(context.records.get(str(h.id)), now)
                 if unknown and str(h.id) in unknown:
-                    waiting.append(h.id)
+                    waiting.append(h.id)  # held until its objects are known: no deadline runs it before
+                    continue
+                elif due == 0.0:  # its escalation's deadline has come: it runs, and escalates
+                    handlers_todo.append(h)
+                    woken.append(h)
+                    continue
                 elif wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
                     waiting.append(h.id)
                     waits.append(wait)
                 elif wait is not None or handler_state.awakened:  # due by our schedule, or by Kopf's
                     handlers_todo.append(h)
+                    continue
                 elif cycle.wakes(self.plugins, context, h, cause, handler_state):
                     handlers_todo.append(h)
                     woken.append(h)
+                    continue
+                if due is not None:  # still waiting: it runs at its deadline, without a write before
+                    waits.append(due + deadlines.MARGIN)
             handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
             outcomes: dict[HandlerId, KopfOutcome] = {}
             for handler in handlers_plan:
@@ -309,6 +320,9 @@ class Wrappers:
                 if isinstance(outcome.exception, Rechecking):
                     requeue.ran(str(handler_id))
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
+                due = deadlines.until(outcome.exception.deadline, datetime.datetime.now(datetime.timezone.utc))
+                if due is not None:
+                    waits.append(due + deadlines.MARGIN)
                 if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
                     del outcomes[handler_id]
                     waiting.append(handler_id)
