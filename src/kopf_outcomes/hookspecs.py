@@ -1,7 +1,7 @@
 """
 Hook specifications: the ways plugins take part in deciding what a handler run means.
 
-Eight hooks. A run goes through the first five in this order:
+Eight hooks. A run goes through five of them, in four steps:
 
 1. ``kopf_outcomes_handler_options`` — once per handler and resource kind, cached.
 2. ``kopf_outcomes_classify_result`` or ``kopf_outcomes_classify_exception`` — first result:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kopf._cogs.structs import finalizers
 from kopf._core.reactor import queueing
 
 import kopf_outcomes
@@ -22,6 +23,7 @@ PATCHED = [
     (application, "apply"),
     (queueing, "worker"),
     (queueing, "watcher"),
+    (finalizers, "allow_deletion"),
 ]
 
 

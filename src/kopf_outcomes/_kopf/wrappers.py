@@ -10,6 +10,7 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
   rechecks sleep there and run again without a write (:mod:`.requeue`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 - ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
+- ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import children, cycle, delays, dependents, kopf_runs, requeue, translation
+from kopf_outcomes._kopf import children, cycle, deadlines, delays, dependents, held, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
     CHANGE,
     SUBHANDLER,
@@ -41,6 +42,7 @@ from kopf_outcomes._kopf.internals import (
     State,
     application,
     execution,
+    finalizers,
     handler_var,
     no_extra_context,
     progress_of,
@@ -88,6 +90,7 @@ class Wrappers:
             (application, "apply"): application.apply,
             (queueing, "worker"): queueing.worker,
             (queueing, "watcher"): queueing.watcher,
+            (finalizers, "allow_deletion"): finalizers.allow_deletion,
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
@@ -95,6 +98,7 @@ class Wrappers:
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
+        self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
 
     def attach(self) -> None:
         for module, name in self.originals:
@@ -297,19 +301,30 @@ class Wrappers:
                 handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
                 wait = (None if now is None or handler_state.finished
                         else cycle.recheck_wait(self.plugins, context, h, cause, now))
+                due = None if now is None or handler_state.finished \
+                    else deadlines.wait(context.records.get(str(h.id)), now)
                 if unknown and str(h.id) in unknown:
-                    waiting.append(h.id)
+                    waiting.append(h.id)  # held until its objects are known: no deadline runs it before
                     again = unknown[str(h.id)]
-                    if again is not None:
+                    if again is not None:  # looked at again then (a listing under way; a held sub-handler)
                         waits.append(again)
+                    continue
+                elif due == 0.0:  # its escalation's deadline has come: it runs, and escalates
+                    handlers_todo.append(h)
+                    woken.append(h)
+                    continue
                 elif wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
                     waiting.append(h.id)
                     waits.append(wait)
                 elif wait is not None or handler_state.awakened:  # due by our schedule, or by Kopf's
                     handlers_todo.append(h)
+                    continue
                 elif cycle.wakes(self.plugins, context, h, cause, handler_state):
                     handlers_todo.append(h)
                     woken.append(h)
+                    continue
+                if due is not None:  # still waiting: it runs at its deadline, without a write before
+                    waits.append(due + deadlines.MARGIN)
             handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
             outcomes: dict[HandlerId, KopfOutcome] = {}
             for handler in handlers_plan:
@@ -337,6 +352,9 @@ class Wrappers:
                 if isinstance(outcome.exception, Rechecking):
                     requeue.ran(str(handler_id))
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
+                due = deadlines.until(outcome.exception.deadline, datetime.datetime.now(datetime.timezone.utc))
+                if due is not None:
+                    waits.append(due + deadlines.MARGIN)
                 if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
                     del outcomes[handler_id]
                     waiting.append(handler_id)
