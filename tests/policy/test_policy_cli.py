@@ -104,8 +104,8 @@ def test_check_policy_pyproject(tmp_path: Path) -> None:
 
 
 def test_check_policy_and_explain_say_which_kinds_the_rules_apply_to(policy: Path) -> None:
-    expected = ("applies to:  change, sub-handler, timer, daemon, activity, webhook handlers; not to event or index"
-                " handlers (@kopf.on.event, @kopf.index: stock Kopf, no policy or plugin)")
+    expected = ("applies to:  change, sub-handler, timer, daemon, activity, webhook handlers; not to login, event,"
+                " index handlers (@kopf.on.login, @kopf.on.event, @kopf.index: stock Kopf, no policy or plugin)")
     assert expected == APPLIES_TO
     assert expected in invoke(check_policy, policy).stdout.splitlines()
     explained = invoke(explain, "--policy", policy, "--handler", "create_fn", "--result", "true")

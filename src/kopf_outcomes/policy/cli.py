@@ -131,9 +131,10 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
 
 
 # Which kinds of handlers a policy's rules reach: the kinds table's STOCK kinds are stock Kopf's.
+_DECORATORS = {Kind.LOGIN: "@kopf.on.login", Kind.EVENT: "@kopf.on.event", Kind.INDEX: "@kopf.index"}
 APPLIES_TO = (f"applies to:  {', '.join(kind.value for kind in Kind if kind not in STOCK)} handlers; "
-              f"not to {' or '.join(kind.value for kind in STOCK)} handlers (@kopf.on.event, @kopf.index: "
-              f"stock Kopf, no policy or plugin)")
+              f"not to {', '.join(kind.value for kind in STOCK)} handlers "
+              f"({', '.join(_DECORATORS.get(kind, kind.value) for kind in STOCK)}: stock Kopf, no policy or plugin)")
 
 
 def load_or_exit(file: Path, *, import_names: bool = True) -> Policy:
