@@ -34,7 +34,7 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
     would release its finalizer with its children left), with when to look again (None: at the
     object's next change). Unknown: an index the operator does not have; one whose listing is under
     way (:mod:`.listing`: a namespace that appeared after the start); a sub-handler's objects (held,
-    its parent rechecking). Another kind is told once that its objects are unknown: it runs, and
+    its parent parked). Another kind is told once that its objects are unknown: it runs, and
     ``recall().objects`` raises there (:func:`unknown_objects`).
     """
     body, indices = raw_body_of(cause), getattr(cause, "indices", None)
@@ -45,11 +45,11 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
         if not sources or body is None or indices is None:
             continue
         if kind is SUBHANDLER:
-            unknown[str(handler.id)] = HOLD_RECHECK
+            unknown[str(handler.id)] = None  # parked: a recheck would count against the parent's retries=
             parent = str(handler.id).rpartition("/")[0]
             _refuse(handler, cause, f"{handler} is a sub-handler and depends on other objects, which only a change"
                                     f" handler can: it does not run, and its parent keeps the object's finalizer"
-                                    f" (rechecked every {HOLD_RECHECK:g} s). Declare depends_on_objects(...) on"
+                                    f" (parked). Declare depends_on_objects(...) on"
                                     f" {parent!r}, the change handler that runs it, and read recall().objects there.")
             continue
         if kind is not CHANGE:
@@ -77,11 +77,6 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
 
 
 LISTING_RECHECK = 1.0  # seconds: how often a handler held for a listing under way looks again (no writes)
-
-
-# How often the parent of a held sub-handler runs again (quietly: no writes), so that the fix of
-# the declaration takes effect after a restart without a change of the object.
-HOLD_RECHECK = 60.0
 
 
 class UnknownObjects(tuple):  # type: ignore[type-arg]
