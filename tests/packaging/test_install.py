@@ -28,8 +28,10 @@ def documented(flag: str) -> Block:
 
 
 def clean_env() -> dict[str, str]:
-    """The environment of a new terminal: no virtualenv of this project active, nothing of it on paths."""
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
+    """The environment of a new terminal: no virtualenv of this project active, nothing of it on paths,
+    none of its settings (tests/e2e/conftest.py sets KOPF_OUTCOMES_PLUGINS="" for the whole session)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"} and not k.startswith("KOPF_OUTCOMES_")}
     venv_bin = str(Path(sys.prefix) / "bin")
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
