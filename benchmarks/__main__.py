@@ -26,7 +26,7 @@ from benchmarks.common import ROOT, machine_info, now_iso, say
 from benchmarks.kube import api_client, ensure_crd_served
 from benchmarks.retries import Retries
 
-SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale", "curve")
+SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale", "jobs", "curve")
 IN_PROCESS = frozenset({"overhead", "instructions"})  # no API server needed
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -109,7 +109,7 @@ def _retries_line(retries: dict[str, Any]) -> str:
 
 async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_objects: int | None,
                     curve_sizes: list[int] | None) -> dict[str, Any]:
-    from benchmarks import curve, instructions, latency, overhead, scale, writes
+    from benchmarks import curve, instructions, jobs, latency, overhead, scale, writes
 
     runs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "overhead": lambda: overhead.run(quick=quick),
@@ -117,6 +117,7 @@ async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_object
         "latency": lambda: latency.run(api, str(cluster.admin_kubeconfig), quick=quick),
         "writes": lambda: writes.run(api, cluster, quick=quick),
         "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick, objects=scale_objects),
+        "jobs": lambda: jobs.run(api, cluster, quick=quick),
         "curve": lambda: curve.run(api, str(cluster.admin_kubeconfig), quick=quick, sizes=curve_sizes),
     }
     return await runs[name]()

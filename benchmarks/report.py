@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import ratio
+
 Getter = Callable[[dict[str, Any]], Any]
 
 CURVE_LIMIT = 1.05  # ours/stock RSS at each size of the scale curve (issue 33)
@@ -35,7 +37,18 @@ TARGETS: list[tuple[str, str, Getter, str, float]] = [
      lambda r: max(point["ratio"]["rss_mib"] for point in r["curve"]["points"]), "<=", CURVE_LIMIT),
     ("scale", "restart re-runs no parked handler (runs after restart <= 0)",
      lambda r: r["scale"]["ours"]["restart"]["handler_runs_after_restart"], "<=", 0.0),
+    ("jobs", "Job done -> parent gone, p50 at least 50x better than stock (stock/ours >= 50)",
+     lambda r: r["jobs"]["speedup_p50"], ">=", 50.0),
+    ("jobs", "handler runs: ours/stock <= 1",
+     lambda r: ratio(r["jobs"]["ours"]["handler_runs"], r["jobs"]["stock"]["handler_runs"]), "<=", 1.0),
+    ("jobs", "writes to the parents: ours/stock <= 1",
+     lambda r: ratio(_parent_writes(r["jobs"]["ours"]), _parent_writes(r["jobs"]["stock"])), "<=", 1.0),
+    ("jobs", "ERROR lines: 0", lambda r: r["jobs"]["ours"]["error_lines"], "<=", 0.0),
 ]
+
+
+def _parent_writes(side: dict[str, Any]) -> int:
+    return int(side["writes_to_parents_kopf"] + side["writes_to_parents_handler"])
 _COMPARE = {"<=": operator.le, ">=": operator.ge}
 
 
@@ -176,6 +189,9 @@ def markdown(report: dict[str, Any]) -> str:
             row(f"| | after a restart: handler runs | {a['handler_runs_after_restart']} "
                 f"| {b['handler_runs_after_restart']} | | {_met(report, 'scale', 'restart')} |")
 
+    jobs = report.get("jobs")
+    if jobs and "error" not in jobs:
+        _jobs_rows(report, jobs, row)
     curve = report.get("curve")
     if curve and "error" not in curve:
         for point in curve["points"]:
@@ -204,6 +220,30 @@ def markdown(report: dict[str, Any]) -> str:
     if errors:
         lines += ["", "Scenarios that failed:", *errors]
     return "\n".join(lines) + "\n"
+
+
+def _jobs_rows(report: dict[str, Any], jobs: dict[str, Any], row: Callable[[str], None]) -> None:
+    n, delay = jobs["params"]["parents"], f"{jobs['params']['stock_delay_s']:g}"
+    stock, ours, unignored = jobs["stock"], jobs["ours"], jobs.get("ours_without_ignore") or {}
+    title = f"Cleanup Jobs by a per-parent label, {n} parents (stock: TemporaryError(delay={delay}))"
+    for p in ("p50", "p99"):
+        extra = f" ({_num(jobs[f'speedup_{p}'], 0)}× faster)" if jobs.get(f"speedup_{p}") else ""
+        row(f"| {title if p == 'p50' else ''} | Job done → parent gone, {p}, s | {_num(stock[f'gone_{p}_s'])} "
+            f"| {_num(ours[f'gone_{p}_s'])} | {_x(ratio(ours[f'gone_{p}_s'], stock[f'gone_{p}_s']), 3)}{extra} "
+            f"| {_met(report, 'jobs', 'Job done') if p == 'p50' else ''} |")
+    for key, what, prefix in (("handler_runs", "handler runs", "handler runs"),
+                              ("writes_to_parents_kopf", "writes to the parents by Kopf", ""),
+                              ("writes_to_parents_handler", "writes to the parents by the handler's own client", ""),
+                              ("events", "Events posted", ""), ("error_lines", "ERROR lines", "ERROR")):
+        shown = f" (without ignore=: {unignored[key]})" if key in unignored and key != "error_lines" else ""
+        row(f"| | {what} | {stock[key]} | {ours[key]}{shown} | {_x(ratio(ours[key], stock[key]))} "
+            f"| {_met(report, 'jobs', prefix) if prefix else ''} |")
+    row(f"| | writes to the parents, in all | {_parent_writes(stock)} | {_parent_writes(ours)} "
+        f"| {_x(ratio(_parent_writes(ours), _parent_writes(stock)))} | {_met(report, 'jobs', 'writes')} |")
+    row(f"| | operator CPU, s (deletions → last gone) | {_num(stock['cpu_s'])} | {_num(ours['cpu_s'])} "
+        f"| {_x(ratio(ours['cpu_s'], stock['cpu_s']))} | |")
+    if unignored:
+        row(f"| | without ignore=: hints logged (once per handler) | — | {unignored['hints']} | | |")
 
 
 def _causes(retries: dict[str, Any]) -> str:

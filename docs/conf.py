@@ -53,7 +53,7 @@ nitpicky = True
 # linked (no intersphinx), so references to them are expected to stay unresolved.
 nitpick_ignore_regex = [
     # Docstrings name the internal modules that do the work; the reference documents public names.
-    (r"py:.*", r"kopf_outcomes\.(_\w+|misuse|memory|manager|engine|builtin|installation|values|errors|options|"
+    (r"py:.*", r"kopf_outcomes\.(_\w+|misuse|memory|manager|engine|builtin|installation|values|errors|options|refusals|"
                r"runs|outcomes|policy\.(validation|loading|model|errors|plugin|resolution|cli))(\..*)?"),
     (r"py:.*", r"get_canonical_name"),  # pluggy's, in the docstring of PluginManager.register
     # Internal types that public signatures mention (the reference documents public names only).

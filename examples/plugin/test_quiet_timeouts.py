@@ -9,10 +9,10 @@ import re
 from typing import Any
 
 import kopf
+import quiet_timeouts
 from kubernetes_asyncio.client import CustomObjectsApi
 
 import kopf_outcomes
-from examples.plugin import quiet_timeouts
 from kopf_outcomes_testing import ClusterInfo, operator_registry
 from kopf_outcomes_testing.pytest_plugin import KopfOperatorFactory
 

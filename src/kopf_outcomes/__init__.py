@@ -10,10 +10,12 @@ kopf-outcomes: decide what a Kopf handler run *means*.
         if not external_system_done():
             return kopf_outcomes.Pending("waiting for the callback")
 """
+from kopf_outcomes import hooks as hooks  # the typed hook markers: kopf_outcomes.hooks.classify_result, ...
 from kopf_outcomes._version import __version__
 from kopf_outcomes.errors import (
     KopfOutcomesError,
     NotInstalledError,
+    ObjectsUnknownError,
     OutcomeMisreadError,
     PluginError,
     UnsupportedKopfError,
@@ -27,6 +29,8 @@ from kopf_outcomes.objects import ObjectRef, Source, depends_on_objects, owned, 
 from kopf_outcomes.options import HandlerOptions, handler_options
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
+from kopf_outcomes.shards import shard
+from kopf_outcomes.values import LevelName
 
 __all__ = [
     "Decision",
@@ -35,10 +39,12 @@ __all__ = [
     "HandlerRun",
     "Kind",
     "KopfOutcomesError",
+    "LevelName",
     "Memory",
     "MemoryRecord",
     "NotInstalledError",
     "ObjectRef",
+    "ObjectsUnknownError",
     "Outcome",
     "OutcomeMisreadError",
     "Pending",
@@ -60,5 +66,6 @@ __all__ = [
     "recall",
     "referenced",
     "selected",
+    "shard",
     "uninstall",
 ]

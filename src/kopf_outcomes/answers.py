@@ -1,7 +1,8 @@
 """
-Answers of the informing hooks (``handler_options``, ``owned_fields``) of the wrong type, and
-whose they are: pluggy returns a hook's answers without saying which plugin gave which, and the
-check of their types runs in the manager's own frame, where no plugin's code is to be found.
+Answers of the wrong type, and whose they are: pluggy returns a hook's answers without saying
+which plugin gave which, and the check of their types runs in the manager's or the engine's own
+frame, where no plugin's code is to be found. Only after a wrong answer was seen, the
+implementations are asked again one by one, to name the one that gave it.
 """
 from __future__ import annotations
 
@@ -56,3 +57,21 @@ def wrong_answerer(plugins: pluggy.PluginManager, hook_name: str, wrong: Callabl
         except Exception:  # one that raises now is not the one that answered wrongly: go on
             continue
     return " or ".join(names or [plugins.get_name(impl.plugin) or "?" for impl in impls]) or "unknown plugin"
+
+
+def first_answerer(plugins: pluggy.PluginManager, hook_name: str, **kwargs: object) -> str:
+    """
+    The plugin whose answer a first-result hook returned: the first, in pluggy's order, that
+    answers something other than None when asked again on its own. If none does so again, every
+    plugin implementing the hook is named.
+    """
+    impls = [impl for impl in getattr(plugins.hook, hook_name).get_hookimpls() if impl.plugin is not builtin]
+    for impl in reversed(impls):  # pluggy calls them back to front
+        if impl.wrapper or impl.hookwrapper:
+            continue  # a wrapper passes the answer on; it is not the one that gave it
+        try:
+            if impl.function(*[kwargs[name] for name in impl.argnames]) is not None:
+                return plugins.get_name(impl.plugin) or "?"
+        except Exception:  # one that raises now did not answer then: go on
+            continue
+    return " or ".join(plugins.get_name(impl.plugin) or "?" for impl in impls) or "unknown plugin"

@@ -3,7 +3,8 @@ The state a handler depends on, as a short digest: what per-state memory compare
 
 The default scope is spec, labels, annotations and status, minus everything the operator writes
 itself (Kopf's progress, diff-base and touch-dummy, other Kopf operators' storages, our memory,
-handler results, fields that plugins write). A handler or policy can narrow it to field paths.
+handler results, fields that plugins write). A handler or policy can narrow it to field paths
+(``depends_on``) and leave field paths out of it (``ignore``).
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from kopf_outcomes import paths
 
 # Annotation prefixes Kopf uses for its own storages (and marks other Kopf operators' with).
 _KOPF_PREFIX = "kopf.zalando.org"
@@ -25,35 +28,88 @@ def digest(
     excluded: Iterable[Sequence[str]] = (),
     excluded_prefixes: Iterable[str] = (),
     patch: Mapping[str, Any] | None = None,
+    ignore: Iterable[str] = (),
 ) -> str:
+    """A short digest of the state a handler depends on (:func:`state`)."""
+    return hashed(state(body, depends_on=depends_on, excluded=excluded, excluded_prefixes=excluded_prefixes,
+                        patch=patch, ignore=ignore))
+
+
+def hashed(value: object, length: int = 16) -> str:
+    encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:length]
+
+
+def state(
+    body: Mapping[str, Any],
+    *,
+    depends_on: Iterable[str] | None = None,
+    excluded: Iterable[Sequence[str]] = (),
+    excluded_prefixes: Iterable[str] = (),
+    patch: Mapping[str, Any] | None = None,
+    ignore: Iterable[str] = (),
+) -> dict[str, Any]:
     """
-    A short digest of the state a handler depends on.
+    The state a handler depends on.
 
     ``depends_on`` narrows it to field paths; by default it covers spec, labels, annotations
     and status, minus what the operator writes itself: Kopf's annotations and ``status.kopf``,
     our memory, the ``excluded`` field paths (handler results, storages' and plugins' fields)
-    and annotations under ``excluded_prefixes`` (the operator's storages). With ``patch``, of the
-    object as it will be once the cycle's pending merge-patch is applied: what the operator
-    writes in a cycle is then part of the state it concluded about, never a change after it.
+    and annotations under ``excluded_prefixes`` (the operator's storages). ``ignore``: field
+    paths left out in either case (what the handler writes itself through another client). With
+    ``patch``, of the object as it will be once the cycle's pending merge-patch is applied: what
+    the operator writes in a cycle is then part of the state it concluded about, never a change.
     """
     if patch:
         body = patched(body, patch)
     if depends_on is not None:
-        state: object = {path: _resolve(body, path.split(".")) for path in depends_on}
-    else:
-        metadata = body.get("metadata", {})
-        selected: dict[str, Any] = {
-            "spec": body.get("spec"),
-            "labels": metadata.get("labels"),
-            "annotations": _foreign_annotations(metadata.get("annotations") or {}, excluded_prefixes),
-            "status": _without(body.get("status"), ["kopf"]),
-        }
-        for path in excluded:
-            _remove(selected, list(path))
-        # An emptied stanza is no stanza: {"status": {}} and no status at all are one state.
-        state = {key: value for key, value in selected.items() if value not in (None, {})}
-    encoded = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
+        chosen = {path: paths.resolve(body, path) for path in depends_on}
+        for path in ignore:
+            _ignore(chosen, paths.parse(path))
+        return chosen
+    metadata = body.get("metadata", {})
+    selected: dict[str, Any] = {
+        "spec": body.get("spec"),
+        "labels": metadata.get("labels"),
+        "annotations": _foreign_annotations(metadata.get("annotations") or {}, excluded_prefixes),
+        "status": _without(body.get("status"), ["kopf"]),
+    }
+    for segments in excluded:
+        _remove(selected, list(segments))
+    for ignored in ignore:
+        _remove(selected, list(paths.parse(ignored)))
+    # An emptied stanza is no stanza: {"status": {}} and no status at all are one state.
+    return {key: value for key, value in selected.items() if value not in (None, {})}
+
+
+def parts(chosen: Mapping[str, Any]) -> dict[str, str]:
+    """A short digest of each part of a state, by field path (``status.phase``, ``spec``):
+    comparing two tells which paths changed (what woke a handler), at a few bytes per part."""
+    found: dict[str, str] = {}
+    for key, value in chosen.items():
+        top = paths.parse(_TOP.get(key, key))
+        if isinstance(value, Mapping) and value:
+            found.update((paths.dotted((*top, str(child))), hashed(item, 8)) for child, item in value.items())
+        else:
+            found[paths.dotted(top)] = hashed(value, 8)
+    return found
+
+
+# The default scope's parts, by the paths a user names them with.
+_TOP = {"labels": "metadata.labels", "annotations": "metadata.annotations"}
+
+
+def _ignore(chosen: dict[str, Any], segments: tuple[str, ...]) -> None:
+    """Leave a path out of a ``depends_on`` state: the whole of one, or a part of one."""
+    for path in list(chosen):
+        prefix = paths.parse(path)
+        if segments[:len(prefix)] == prefix:
+            if len(segments) == len(prefix):
+                del chosen[path]
+            elif isinstance(chosen[path], Mapping):
+                holder: dict[str, Any] = {"value": chosen[path]}
+                _remove(holder, ["value", *segments[len(prefix):]])
+                chosen[path] = holder.get("value")
 
 
 def patched(body: Mapping[str, Any], patch: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -99,14 +155,6 @@ def _without(value: object, keys: Iterable[str]) -> object:
         return value
     dropped = set(keys)
     return {key: val for key, val in value.items() if key not in dropped}
-
-
-def _resolve(value: object, path: list[str]) -> object:
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
 
 
 def _remove(selected: dict[str, Any], path: list[str]) -> None:

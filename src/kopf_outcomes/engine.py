@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping
 from typing import Any, NamedTuple, TypeVar
 
-from kopf_outcomes import builtin
+from kopf_outcomes import answers, builtin, paths
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, attached_options
 from kopf_outcomes.outcomes import Outcome, Retry
@@ -43,11 +43,11 @@ def decide(plugins: PluginManager, run: HandlerRun, *, result: object = None,
         elif exception is None:
             hook_name = "kopf_outcomes_classify_result"
             outcome = plugins.classify_result_by_plugins(run=run, result=result)
-            _check(plugins, outcome, hook_name)
+            _check(plugins, outcome, hook_name, run=run, result=result)
         else:
             hook_name = "kopf_outcomes_classify_exception"
             outcome = plugins.classify_exception_by_plugins(run=run, exception=exception)
-            _check(plugins, outcome, hook_name)
+            _check(plugins, outcome, hook_name, run=run, exception=exception)
         if hook_name is not None:
             started = _timed(plugins, run, hook_name, started)
         stock = None
@@ -188,7 +188,7 @@ def owned_fields(plugins: PluginManager,
     cycle is in the digest remembered by that cycle (of the object as patched)."""
     nothing: tuple[str, ...] = ()
     named = guarded(plugins, logger, "kopf_outcomes_owned_fields", plugins.owned_fields, nothing)
-    return tuple(tuple(field.split(".")) for field in named)
+    return tuple(paths.parse(field) for field in named)
 
 
 def guarded(plugins: PluginManager, logger: logging.Logger | logging.LoggerAdapter[Any], hook_name: str,
@@ -230,9 +230,12 @@ class HookResultError(TypeError):
         self.culprit = culprit
 
 
-def _check(plugins: PluginManager, outcome: object, hook_name: str, optional: bool = True) -> None:
-    """A wrong value comes from no frame of the plugin: name the plugins implementing the hook."""
+def _check(plugins: PluginManager, outcome: object, hook_name: str, optional: bool = True,
+           **arguments: object) -> None:
+    """A wrong value comes from no frame of the plugin: for a classification (``arguments``
+    given), name the plugin that gave it; else the plugins implementing the hook."""
     if not isinstance(outcome, Outcome) and not (optional and outcome is None):
-        raise HookResultError(" or ".join(plugins.implementers(hook_name)) or "a plugin",
-                              f"{hook_name} produced {outcome!r}, expected an Outcome "
-                              f"(Success, Pending, Retry or Fatal)")
+        culprit = (answers.first_answerer(plugins, hook_name, **arguments) if arguments
+                   else " or ".join(plugins.implementers(hook_name)) or "a plugin")
+        raise HookResultError(culprit, f"{hook_name} produced {outcome!r}, expected an Outcome "
+                                       f"(Success, Pending, Retry or Fatal)")

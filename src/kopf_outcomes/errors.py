@@ -20,3 +20,7 @@ class PluginError(KopfOutcomesError):
 
 class OutcomeMisreadError(KopfOutcomesError):
     """An outcome reached stock Kopf: ``kopf_outcomes.install()`` was not called."""
+
+
+class ObjectsUnknownError(KopfOutcomesError, RuntimeError):
+    """A handler read ``recall().objects`` where its other objects cannot be known: never "none"."""

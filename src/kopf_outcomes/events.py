@@ -13,6 +13,11 @@ on), they post none either. Posted anyway, they cost a waiting operator about 27
 object (issue 33: Kopf posts each object's Events from a worker of its own, each on a TLS
 connection of its own, all at once when many objects park), and the API server an Event each.
 
+Kopf's posting settings are the user's switch for these Events too: nothing is posted with
+``settings.posting.enabled = False``, nor below ``settings.posting.level``. Repeats of one
+reason on one object are one Event whose ``count`` grows (:mod:`kopf_outcomes._kopf.event_series`,
+given to :func:`enable`), as client-go's recorder does, not one Event per attempt.
+
 Records of stock Kopf (no ``outcome`` field) are left as they are. ``install(events=False)`` or
 ``KOPF_OUTCOMES_EVENTS=0`` turns this off: the lines are then posted as Kopf posts log lines.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import kopf
@@ -55,27 +61,36 @@ class OutcomeEvents(logging.Filter):
         posting = getattr(settings, "posting", None)
         if posting is None or record.levelno < posting.level or not getattr(posting, "loggers", True):
             return True  # nothing to post: as Kopf would do (Kopf >= 1.45 posts log lines only when asked)
-        body = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
-                "metadata": {"name": ref.get("name"), "uid": ref.get("uid"), "namespace": ref.get("namespace")}}
-        try:
-            kopf.event(kopf.Body(cast(Any, body)), type=event_type(record.levelno), reason=reason,
-                       message=record.getMessage())
-        except LookupError:  # outside an operator's tasks (no event queue): leave it to Kopf
+        if not posting.enabled:
+            record.k8s_skip = True  # the user switched Events off: none, neither ours nor Kopf's
             return True
+        type_, message = event_type(record.levelno), record.getMessage()
+        if _series is None or not _series(settings, ref, type_, reason, message):
+            body = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
+                    "metadata": {"name": ref.get("name"), "uid": ref.get("uid"), "namespace": ref.get("namespace")}}
+            try:
+                kopf.event(kopf.Body(cast(Any, body)), type=type_, reason=reason, message=message)
+            except LookupError:  # outside an operator's tasks (no event queue): leave it to Kopf
+                return True
         record.k8s_skip = True  # not also as Kopf's generic "Logging" Event
         return True
 
 
+# Posts (or counts) one Event of a series; False if it cannot here. Given by the installation.
+SeriesPoster = Callable[[Any, Mapping[str, Any], str, str, str], bool]
 _FILTER = OutcomeEvents()
 _wanted = False  # enabled; the filter goes on Kopf's logger with the first outcome line (attach)
+_series: SeriesPoster | None = None
 
 
-def enable(on: bool) -> None:
+def enable(on: bool, series: SeriesPoster | None = None) -> None:
     """Post outcome Events (unless ``KOPF_OUTCOMES_EVENTS=0``), or stop posting them. Idempotent.
     Nothing is attached to Kopf's logger until an outcome line is about to be logged: an operator
-    that uses no outcome (stock parity) runs no filter on any of its log records."""
-    global _wanted
+    that uses no outcome (stock parity) runs no filter on any of its log records. ``series``
+    aggregates repeats; without it, each Event is posted with ``kopf.event()``."""
+    global _wanted, _series
     _wanted = on and os.environ.get("KOPF_OUTCOMES_EVENTS", "1") != "0"
+    _series = series
     if not _wanted:
         logging.getLogger(LOGGER).removeFilter(_FILTER)
 

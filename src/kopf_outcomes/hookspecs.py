@@ -1,7 +1,7 @@
 """
 Hook specifications: the ways plugins take part in deciding what a handler run means.
 
-Eight hooks. A run goes through the first five in this order:
+Eight hooks. A run goes through five of them, in four steps:
 
 1. ``kopf_outcomes_handler_options`` — once per handler and resource kind, cached.
 2. ``kopf_outcomes_classify_result`` or ``kopf_outcomes_classify_exception`` — first result:
@@ -62,7 +62,8 @@ def kopf_outcomes_classify_result(run: HandlerRun, result: object) -> Outcome | 
     """Decide what a handler's return value means.
 
     Called after every handler run that returned normally, with the returned value, except when
-    the value is an outcome (the handler's own decision). Stops at the first non-None result.
+    the value is an outcome (the handler's own decision) or the handler's kind is stock Kopf's
+    (indexers, ``@kopf.on.event``, login handlers). Stops at the first non-None result.
     The built-in implementation runs last: with ``explicit_completion``, True/False become
     Success/Pending; anything else is a :class:`~kopf_outcomes.Success` carrying the result.
 
@@ -109,7 +110,8 @@ def kopf_outcomes_observe_outcome(
 ) -> None:
     """Be told the final outcome of a handler run: for conditions, metrics, audit trails.
 
-    Called for every run, by every plugin, after the decision is final. The outcome cannot be
+    Called for every run (not of indexers, ``@kopf.on.event`` or login handlers: those kinds are
+    stock Kopf's), by every plugin, after the decision is final. The outcome cannot be
     changed here. ``patch`` is the merge-patch Kopf applies to the object at the end of this
     cycle: add to it, never call the API from here (one cycle, one request). It may not change
     ``metadata.finalizers`` or the operator's memory, nor add Kopf's patch functions

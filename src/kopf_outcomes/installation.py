@@ -11,9 +11,9 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from kopf_outcomes import _kopf, misuse
+from kopf_outcomes import _kopf, misuse, uncaught
 from kopf_outcomes import events as outcome_events
-from kopf_outcomes.errors import NotInstalledError
+from kopf_outcomes.errors import NotInstalledError, PluginError
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory
 
@@ -49,24 +49,32 @@ def install(
     if _patch is None:
         _kopf.check_version()
         manager = PluginManager()
-        if entry_points:
-            manager.load_entry_points(allow=allow, deny=deny)
-        for plugin in plugins:
-            manager.register(plugin)
+        try:
+            if entry_points:
+                manager.load_entry_points(allow=allow, deny=deny)
+            for plugin in plugins:
+                manager.register(plugin)
+        except PluginError as e:
+            uncaught.show_alone(e)  # `kopf run`: the reason, not Kopf's loader's traceback
+            raise
         if policy_plugin is not None:
             manager.replace(policy_plugin, name=policy_plugin.name)
         _patch = _kopf.Wrappers(manager)
         _patch.attach()
         misuse.installed(True)
-        outcome_events.enable(events)
+        outcome_events.enable(events, series=_kopf.post_event)
         return manager
-    outcome_events.enable(events)
+    outcome_events.enable(events, series=_kopf.post_event)
     manager = _patch.plugins
     if policy_plugin is not None:
         manager.replace(policy_plugin, name=policy_plugin.name)
     for plugin in plugins:
         if not manager.is_registered(plugin):
-            manager.register(plugin)
+            try:
+                manager.register(plugin)
+            except PluginError as e:
+                uncaught.show_alone(e)
+                raise
     return manager
 
 

@@ -13,7 +13,7 @@ import enum
 
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Success
 
-__all__ = ["PERSISTING", "Effect", "Kind", "effect_of"]
+__all__ = ["PERSISTING", "STOCK", "Effect", "Kind", "effect_of"]
 
 
 class Kind(str, enum.Enum):
@@ -23,7 +23,8 @@ class Kind(str, enum.Enum):
     SUBHANDLER = "sub-handler"   # kopf.execute(), @kopf.subhandler, kopf.register in a change handler
     TIMER = "timer"              # @kopf.timer
     DAEMON = "daemon"            # @kopf.daemon
-    ACTIVITY = "activity"        # @kopf.on.startup/cleanup/login/probe
+    ACTIVITY = "activity"        # @kopf.on.startup/cleanup/probe
+    LOGIN = "login"              # @kopf.on.login, and Kopf's own login handlers: their value is the credentials
     WEBHOOK = "webhook"          # @kopf.on.validate/mutate
     EVENT = "event"              # @kopf.on.event
     INDEX = "index"              # @kopf.index
@@ -61,10 +62,18 @@ _TABLE: dict[Kind, tuple[Effect, Effect, Effect, Effect]] = {
     Kind.TIMER: (Effect.SKIP, Effect.POLL, Effect.RETRY, Effect.FAIL),
     Kind.DAEMON: (Effect.REFUSE, Effect.POLL, Effect.RETRY, Effect.FAIL),
     Kind.ACTIVITY: (Effect.REFUSE, Effect.POLL, Effect.RETRY, Effect.FAIL),
+    Kind.LOGIN: (Effect.REFUSE, Effect.REFUSE, Effect.REFUSE, Effect.REFUSE),
     Kind.WEBHOOK: (Effect.REJECT, Effect.REJECT, Effect.REJECT, Effect.REJECT),
     Kind.EVENT: (Effect.REFUSE, Effect.REFUSE, Effect.REFUSE, Effect.REFUSE),
     Kind.INDEX: (Effect.REFUSE, Effect.REFUSE, Effect.REFUSE, Effect.REFUSE),
 }
+
+# The kinds whose row refuses every outcome (a tuple, as PERSISTING): Kopf's own, untouched. No
+# plugin, policy, memory or observer sees their runs, so none can turn a result into an outcome
+# there (the library's own indexers are of this kind: a plugin failing on a child, or a global
+# ``explicit_completion``, must not drop the child from the index); only an outcome that the
+# handler itself returns or raises is refused, at ERROR, as its row says. Decided once per cycle.
+STOCK = tuple(kind for kind, row in _TABLE.items() if set(row) == {Effect.REFUSE})
 
 # Why a cell refuses: said in the error, so that the user learns what to do instead.
 REFUSALS: dict[Kind, str] = {
@@ -72,6 +81,8 @@ REFUSALS: dict[Kind, str] = {
                  "give Pending a recheck= to run again after a pause, or return to exit",
     Kind.ACTIVITY: "an activity has no object whose change could wake it, so the operator would "
                    "wait for ever; give Pending a recheck= to poll",
+    Kind.LOGIN: "a login handler's value is the operator's credentials; return them (a kopf.ConnectionInfo) or "
+                "None, or raise a Kopf error",
     Kind.EVENT: "an @kopf.on.event handler runs once per event and is never retried; "
                 "return a plain value or raise a Kopf error",
     Kind.INDEX: "an indexer's value is its return value; return a plain value or raise a Kopf error",

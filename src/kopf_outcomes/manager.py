@@ -6,13 +6,12 @@ the only entry points to load; ``deny`` names those never to load. The environme
 variables ``KOPF_OUTCOMES_PLUGINS`` and ``KOPF_OUTCOMES_DISABLE_PLUGINS`` (comma-separated
 entry-point names) do the same for operators started by ``kopf run``.
 
-A plugin is refused at registration, with its name, if it implements a hook that does not exist
-or implements one as ``async def``: hooks run inside Kopf's event loop and must be quick and
-synchronous.
+A plugin is refused at registration, with its name, if it implements a hook that does not exist,
+takes a parameter its hook does not pass, or implements one as ``async def``: hooks run inside
+Kopf's event loop and must be quick and synchronous (:mod:`kopf_outcomes.refusals`).
 """
 from __future__ import annotations
 
-import inspect
 import os
 import types
 from collections.abc import Callable, Iterable, MutableMapping
@@ -21,7 +20,7 @@ from typing import Any, cast
 
 import pluggy
 
-from kopf_outcomes import answers, builtin, hookspecs, observers
+from kopf_outcomes import answers, builtin, hookspecs, observers, refusals
 from kopf_outcomes.errors import PluginError
 from kopf_outcomes.options import HandlerOptions
 from kopf_outcomes.outcomes import Outcome
@@ -63,12 +62,18 @@ class PluginManager(pluggy.PluginManager):
         return name
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
-        registered = super().register(plugin, name=name)
+        """Register a plugin; one that cannot be used is a PluginError naming it, and nothing of
+        it is registered (:mod:`kopf_outcomes.refusals`)."""
+        named = name or self.get_canonical_name(plugin)
+        for problem in () if self.is_blocked(named) else refusals.problems(self, plugin, named):
+            raise problem  # (a blocked name is not registered at all: pluggy returns None)
         try:
-            self._refuse_unusable(plugin)
-        except PluginError:
-            self.unregister(plugin)
-            raise
+            registered = super().register(plugin, name=name)
+        except pluggy.PluginValidationError as e:  # a reason refusals does not know: still named
+            if self.is_registered(plugin):
+                self.unregister(plugin)
+            reason = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())  # one line
+            raise PluginError(f"kopf-outcomes plugin {named!r} cannot be used: {reason}") from None
         self._refresh()
         return registered
 
@@ -83,26 +88,12 @@ class PluginManager(pluggy.PluginManager):
             self.unregister(name=name)
         self.register(plugin, name=name)
 
-    def _refuse_unusable(self, plugin: object) -> None:
-        name = self.get_name(plugin) or repr(plugin)
-        try:
-            self.check_pending()
-        except pluggy.PluginValidationError as e:
-            raise PluginError(f"kopf-outcomes plugin {name!r} cannot be used: {e}; the hooks are "
-                              f"listed by `kopf-outcomes plugins` and in kopf_outcomes.hookspecs") from None
-        for caller in self.get_hookcallers(plugin) or ():
-            for impl in caller.get_hookimpls():
-                if impl.plugin is plugin and (inspect.iscoroutinefunction(impl.function)
-                                              or inspect.isasyncgenfunction(impl.function)):
-                    raise PluginError(
-                        f"kopf-outcomes plugin {name!r} implements {caller.name} as 'async def'; hooks run "
-                        f"inside Kopf's event loop and must be plain, quick functions. Do slow work "
-                        f"elsewhere (a Kopf daemon, a thread, a queue the hook only appends to).")
-
     def load_entry_points(
-        self, *, allow: Iterable[str] | None = None, deny: Iterable[str] = ()
+        self, *, allow: Iterable[str] | None = None, deny: Iterable[str] = (),
+        broken: dict[str, PluginError] | None = None,
     ) -> list[str]:
-        """Load the installed plugins; return the names loaded. A broken one is a PluginError."""
+        """Load the installed plugins; return the names loaded. A broken one is a PluginError,
+        or, if ``broken`` is given, put there by its name while the others load (for listings)."""
         allowed = set(allow) if allow is not None else _names_from_env("KOPF_OUTCOMES_PLUGINS")
         denied = set(deny) | (_names_from_env("KOPF_OUTCOMES_DISABLE_PLUGINS") or set())
         loaded: list[str] = []
@@ -113,13 +104,19 @@ class PluginManager(pluggy.PluginManager):
             if self.has_plugin(name) or self.is_blocked(name):
                 continue
             try:
-                plugin = entry_point.load()
-            except Exception as e:
-                raise PluginError(
-                    f"kopf-outcomes plugin {name!r} ({entry_point.value}) failed to load: "
-                    f"{type(e).__name__}: {e}"
-                ) from e
-            self.register(plugin, name=name)
+                try:
+                    plugin = entry_point.load()
+                except Exception as e:
+                    raise PluginError(
+                        f"kopf-outcomes plugin {name!r} ({entry_point.value}) failed to load: "
+                        f"{type(e).__name__}: {e}"
+                    ) from e
+                self.register(plugin, name=name)
+            except PluginError as e:
+                if broken is None:
+                    raise
+                broken[name] = e
+                continue
             loaded.append(name)
         return loaded
 

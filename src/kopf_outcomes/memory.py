@@ -26,6 +26,7 @@ from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from kopf_outcomes import values
 from kopf_outcomes.digest import digest
+from kopf_outcomes.objects import ObjectRef
 
 __all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "present", "read",
            "record", "release_requested", "write"]
@@ -51,13 +52,46 @@ class _Conclusion(TypedDict):
 
 
 class MemoryRecord(_Conclusion, total=False):
-    """What one handler concluded about one state of the object."""
+    """
+    What one handler concluded about one state of the object: a dict (as stored in the object's
+    annotation) with these keys. Read them with ``record["outcome"]``, the optional ones with
+    ``record.get("recheck")``.
 
-    since: str  # when this conclusion began (UTC, ISO 8601); kept while it holds
-    depends_on: list[str]  # the fields whose change wakes it; absent: the default scope
-    parked: bool  # Pending without recheck, or a retained finalizer: waits for a change
-    recheck: float  # Pending with a recheck: runs again at since + k * recheck, scheduled in memory
-    objects: str  # the fingerprint of its other objects (depends_on_objects) when it was stored
+    Always present:
+
+    ``digest`` (str)
+        The digest of the state the handler concluded about.
+    ``outcome`` (str)
+        What it concluded: ``"pending"``, ``"retry"``, ``"success"``, ``"fatal"`` or ``"retained"``.
+    ``reason`` (str)
+        The outcome's reason, at most 1024 characters (a longer one is cut and ends with
+        ``[truncated]``).
+
+    Present when they apply:
+
+    ``since`` (str)
+        When this conclusion began (UTC, ISO 8601); kept while the same conclusion holds.
+    ``depends_on`` (list[str])
+        The fields whose change wakes the handler; absent: the default scope.
+    ``parked`` (bool)
+        True for a Pending without recheck, or a retained finalizer: it waits for a change.
+    ``recheck`` (float)
+        A Pending's recheck: it runs again at ``since`` + k × ``recheck`` seconds.
+    ``objects`` (str)
+        The fingerprint of its other objects (``depends_on_objects``) when it was stored.
+    ``woken_by`` (list[list[str]])
+        The field paths whose change woke its last runs (a few, the latest last).
+    ``deadline`` (str)
+        A Pending under a time-based escalation runs again then (UTC, ISO 8601), whatever happens.
+    """
+
+    since: str
+    depends_on: list[str]
+    parked: bool
+    recheck: float
+    objects: str
+    woken_by: list[list[str]]
+    deadline: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,17 +111,23 @@ class Memory:
         return kopf_outcomes.Pending("waiting for the callback")
     """
 
+    #: What this handler concluded last time (its stored record), or None if nothing.
     previous: MemoryRecord | None
+    #: The digest of the state this run sees: the part of the object the handler depends on.
     digest: str
+    #: Stable per object, handler and state: what an external system can deduplicate on.
     idempotency_key: str
-    # With ``depends_on_objects``: the other objects now (``ObjectRef``-s), their fingerprint, and
-    # the fingerprint of those the previous conclusion was about. Both None without it.
-    objects: tuple[Any, ...] = ()
+    #: With :func:`~kopf_outcomes.depends_on_objects`: the other objects as they are now.
+    objects: tuple[ObjectRef, ...] = ()
+    #: The fingerprint of ``objects``; None without ``depends_on_objects``.
     objects_digest: str | None = None
+    #: The fingerprint of the objects the previous conclusion was about; None without it.
     previous_objects_digest: str | None = None
 
     @property
     def acted_on_this_state(self) -> bool:
+        """Whether the previous conclusion was about the state this run sees (its object, and
+        its other objects): then a side effect started for it must not be started again."""
         return (self.previous is not None and self.previous["digest"] == self.digest
                 and self.previous_objects_digest == self.objects_digest)
 
@@ -176,7 +216,14 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("parked", False), bool)
             and ("recheck" not in record or _recheck(record["recheck"]))
             and isinstance(record.get("objects", ""), str)
+            and _woken_by(record.get("woken_by", []))
+            and isinstance(record.get("deadline", ""), str)
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
+
+
+def _woken_by(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(paths, list) and all(isinstance(path, str) for path in paths) for paths in value)
 
 
 def _recheck(value: object) -> bool:
@@ -194,7 +241,8 @@ def stored_reason(reason: str) -> str:
 
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
            parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None,
-           objects: str | None = None) -> MemoryRecord:
+           objects: str | None = None, woken_by: list[list[str]] | None = None,
+           deadline: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -210,6 +258,10 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["recheck"] = recheck
     if objects is not None:
         new["objects"] = objects
+    if woken_by:
+        new["woken_by"] = woken_by
+    if deadline is not None:
+        new["deadline"] = deadline
     return new
 
 

@@ -1,7 +1,8 @@
 """
 Other objects a change handler depends on: its owned children, objects named by a field of the
-object, objects selected by labels. Their state is part of the handler's state, and a parked
-handler wakes at once when one of them appears, changes or goes, with no write to its object.
+object, objects selected by labels or fields (the sources: :mod:`kopf_outcomes.sources`).
+Their state is part of the handler's state, and a parked handler wakes at once when one of them
+appears, changes or goes, with no write to its object.
 
     @kopf_outcomes.depends_on_objects(kopf_outcomes.owned("batch/v1", "jobs"))
     @kopf.on.delete("parents")
@@ -23,127 +24,19 @@ import hashlib
 import json
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import kopf
+
+from kopf_outcomes import templates
+from kopf_outcomes.sources import ObjectRef, Source, owned, referenced, selected
+
+__all__ = ["ObjectRef", "Source", "changed", "depends_on_objects", "fingerprint", "lookup", "owned", "referenced",
+           "selected", "sources_of", "unindexed", "wait"]
 
 FnT = TypeVar("FnT", bound=Callable[..., object])
 
 _ATTRIBUTE = "__kopf_outcomes_objects__"
-How = Literal["owned", "referenced", "selected"]
-
-
-class ObjectRef(NamedTuple):
-    """One object a handler depends on, as it is now (``recall().objects``). Its state for the
-    handler is its existence and the source's ``fields``."""
-
-    namespace: str | None
-    name: str
-    uid: str
-    resource_version: str  # for the handler's information: not part of the state
-    deleting: bool  # has a deletionTimestamp: going, not gone (for information: not part of the state)
-    fields: tuple[object, ...] = ()  # the values of the source's fields, in their order
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a handler's other objects are: made by :func:`owned`, :func:`referenced`, :func:`selected`."""
-
-    #: How the objects are found: by their ownerReferences, by a field of the object, by labels.
-    how: How
-    #: The resource as Kopf's decorators take it: ``("batch/v1", "jobs")``, ``("secrets",)``.
-    resource: tuple[str, ...]
-    #: For :func:`referenced`: the dotted path of the object's field that names them.
-    field: str | None = None
-    #: For :func:`selected`: the labels they carry.
-    labels: tuple[tuple[str, str], ...] = ()
-    #: What of each object is part of the handler's state besides its existence.
-    fields: tuple[str, ...] = ()
-
-    @property
-    def index(self) -> str:
-        """The name of the Kopf index that holds these objects (one per distinct source)."""
-        spec = json.dumps([self.how, self.resource, self.field, self.labels, self.fields])
-        return "kopf_outcomes_objects_" + hashlib.sha256(spec.encode()).hexdigest()[:12]
-
-    def wake_keys(self, body: Mapping[str, Any]) -> list[str]:
-        """What wakes the dependent object (the parent): see :func:`changed`."""
-        metadata = body.get("metadata") or {}
-        if self.how == "owned":
-            return [f"uid:{metadata.get('uid', '')}"]
-        if self.how == "selected":
-            return [f"sel:{self.index}:{key}" for key in self.keys(body)]
-        return [f"ref:{key}" for key in self.keys(body)]
-
-    def keys(self, body: Mapping[str, Any]) -> list[str]:
-        """The keys of the dependent object (the parent) into the index: in its namespace, and
-        cluster-wide (a resource is one or the other: the resource's own scope decides)."""
-        metadata = body.get("metadata") or {}
-        if self.how == "owned":
-            return [str(metadata.get("uid", ""))]
-        scopes = list(dict.fromkeys([metadata.get("namespace") or "", ""]))
-        if self.how == "selected":
-            return scopes
-        names = _resolve(body, (self.field or "").split("."))
-        names = names if isinstance(names, list) else [names]
-        return [f"{scope}/{name}" for name in names if isinstance(name, str) and name for scope in scopes]
-
-    def entries(self, body: Mapping[str, Any]) -> dict[str, ObjectRef]:
-        """The keys under which the other object is indexed (and woken for), with its reference."""
-        metadata = body.get("metadata") or {}
-        ref = ObjectRef(metadata.get("namespace"), str(metadata.get("name", "")), str(metadata.get("uid", "")),
-                        str(metadata.get("resourceVersion", "")), metadata.get("deletionTimestamp") is not None,
-                        tuple(_resolve(body, path.split(".")) for path in self.fields))
-        if self.how == "owned":
-            return {str(owner.get("uid")): ref for owner in metadata.get("ownerReferences") or ()
-                    if isinstance(owner, Mapping) and owner.get("uid")}
-        if self.how == "selected":
-            return {ref.namespace or "": ref}
-        return {f"{ref.namespace or ''}/{ref.name}": ref}
-
-
-def owned(*resource: str, fields: Iterable[str] = ()) -> Source:
-    """The objects of this resource that the object owns (their ``ownerReferences``; ``kopf.adopt``).
-
-    By default an object's state is that it exists; ``fields`` adds field paths
-    (``fields=["status.succeeded"]``: a Job finishing wakes the handler;
-    ``fields=["metadata.deletionTimestamp"]``: one marked for deletion does)."""
-    return Source("owned", _resource(resource, "owned"), fields=_paths(fields, "owned", "fields"))
-
-
-def referenced(*resource: str, field: str, fields: Iterable[str] = ()) -> Source:
-    """The objects of this resource named by ``field`` of the object (a name or a list of names),
-    in its namespace: ``referenced("v1", "secrets", field="spec.secretName")``."""
-    [field] = _paths([field], "referenced", "field")
-    return Source("referenced", _resource(resource, "referenced"), field=field,
-                  fields=_paths(fields, "referenced", "fields"))
-
-
-def selected(*resource: str, labels: Mapping[str, str], fields: Iterable[str] = ()) -> Source:
-    """The objects of this resource in the object's namespace with these labels."""
-    if not isinstance(labels, Mapping) or not labels or not all(
-            isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
-        raise ValueError(f"selected(): labels must be a non-empty mapping of strings, not {labels!r}")
-    return Source("selected", _resource(resource, "selected"), labels=tuple(sorted(labels.items())),
-                  fields=_paths(fields, "selected", "fields"))
-
-
-def _paths(paths: Iterable[str], name: str, argument: str) -> tuple[str, ...]:
-    if isinstance(paths, str):
-        raise TypeError(f"{name}(): {argument} must be a list of field paths, not a single string")
-    found = tuple(paths)
-    for path in found:
-        if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
-            raise ValueError(f"{name}(): {argument} must be dotted paths like 'spec.secretName', not {path!r}")
-    return found
-
-
-def _resource(resource: tuple[str, ...], name: str) -> tuple[str, ...]:
-    if not 1 <= len(resource) <= 3 or not all(isinstance(part, str) and part for part in resource):
-        raise ValueError(f"{name}(): give the resource as Kopf's decorators take it, e.g. {name}('batch/v1',"
-                         f" 'jobs') or {name}('secrets'), not {resource!r}")
-    return resource
 
 
 def depends_on_objects(*sources: Source, registry: kopf.OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
@@ -234,7 +127,7 @@ def changed(body: object, *, gone: bool = False) -> None:
         return
     metadata = body.get("metadata") or {}
     uid = str(metadata.get("uid", ""))
-    keys = _wake_keys(metadata)
+    keys = _wake_keys(body)
     before = _last_keys.pop(uid, ()) if gone else _last_keys.get(uid, ())
     if not gone:
         _last_keys[uid] = keys
@@ -251,16 +144,14 @@ _last_keys: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedD
 LAST_KEYS_LIMIT = 65536
 
 
-def _wake_keys(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+def _wake_keys(body: Mapping[str, Any]) -> tuple[str, ...]:
+    metadata = body.get("metadata") or {}
     namespace = metadata.get("namespace") or ""
     owners = metadata.get("ownerReferences")
     keys = [f"uid:{owner.get('uid')}" for owner in owners if isinstance(owner, Mapping)] \
         if isinstance(owners, list) else []
     keys.append(f"ref:{namespace}/{metadata.get('name', '')}")
-    labels = metadata.get("labels")
-    labels = labels if isinstance(labels, Mapping) else {}
-    keys.extend(f"sel:{index}:{namespace}" for index, source in _selectors.items()
-                if all(labels.get(key) == value for key, value in source.labels))
+    keys.extend(f"sel:{index}:{key}" for index, source in _selectors.items() for key in source.entries(body))
     return tuple(keys)
 
 
@@ -279,12 +170,6 @@ def _watch(source: Source, registry: kopf.OperatorRegistry) -> None:
     async def index(body: Mapping[str, Any], **_: Any) -> dict[str, ObjectRef]:
         return source.entries(body)  # {} when it no longer qualifies: Kopf drops its old entries
 
-    kopf.index(*source.resource, id=source.index, registry=registry, labels=dict(source.labels) or None)(index)
-
-
-def _resolve(value: object, path: Iterable[str]) -> object:
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
+    # Kopf filters by the fixed labels, and by the presence of those computed from the parent.
+    labels = {key: kopf.PRESENT if templates.is_template(value) else value for key, value in source.labels}
+    kopf.index(*source.resource, id=source.index, registry=registry, labels=labels or None)(index)

@@ -11,15 +11,16 @@ The options ride on the function object, so the order of the two decorators does
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from kopf_outcomes import values
+from kopf_outcomes import paths, values
 from kopf_outcomes.values import FatalOnDelete, checked
 
 _ATTRIBUTE = "__kopf_outcomes_options__"
 
 FnT = TypeVar("FnT", bound=Callable[..., object])
+PATH_OPTIONS = ("depends_on", "ignore")  # the options that are field paths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,21 +32,29 @@ class HandlerOptions:
     - ``explicit_completion``: ``True`` → Success, ``False`` → Pending, anything else is an error.
     - ``depends_on``: field paths ("spec.size", "status.deletion") whose change wakes the handler;
       default: spec, labels, annotations and status minus what the operator writes itself.
+    - ``ignore``: field paths that are never part of its state (``["status.phase"]``: what the
+      handler writes itself through its own client, which would otherwise wake it).
     - ``remember``: keep the memory for every outcome, not only Pending: a Retry then wakes
       on a relevant change, and a finished handler re-runs when the state moved on.
     - ``fatal_on_delete``: on deletion, a Fatal outcome ``"release"``-s the finalizer (stock)
       or ``"retain"``-s it until a person releases the object.
+
+    Field paths are dotted, with a dot in a key escaped (``r"metadata.labels.app\\.kubernetes\\.io/name"``),
+    or lists of segments (``["metadata", "labels", "app.kubernetes.io/name"]``).
     """
 
     explicit_completion: bool | None = None
     depends_on: tuple[str, ...] | None = None
     remember: bool | None = None
     fatal_on_delete: FatalOnDelete | None = None
+    ignore: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         checked("fatal_on_delete", values.fatal_on_delete, self.fatal_on_delete)
-        if isinstance(self.depends_on, str):
-            raise TypeError("depends_on must be a list of field paths, not a single string")
+        for name in PATH_OPTIONS:  # checked, in their canonical form, whoever made the options
+            found = getattr(self, name)
+            if found is not None:
+                object.__setattr__(self, name, paths.canonical_all(found, name))
 
     def merged(self, fallback: HandlerOptions) -> HandlerOptions:
         """These options, with the unset ones taken from ``fallback``."""
@@ -65,18 +74,18 @@ declared: set[str] = set()
 def handler_options(
     *,
     explicit_completion: bool | None = None,
-    depends_on: Iterable[str] | None = None,
+    depends_on: Iterable[str | Sequence[str]] | None = None,
     remember: bool | None = None,
     fatal_on_delete: FatalOnDelete | None = None,
+    ignore: Iterable[str | Sequence[str]] | None = None,
 ) -> Callable[[FnT], FnT]:
     """Attach options to a handler function; stack it with Kopf's decorator in any order."""
-    if isinstance(depends_on, str):
-        raise TypeError("depends_on must be a list of field paths, not a single string")
     options = HandlerOptions(
         explicit_completion=explicit_completion,
-        depends_on=None if depends_on is None else tuple(depends_on),
+        depends_on=depends_on,  # type: ignore[arg-type]  # checked and made a tuple of paths there
         remember=remember,
         fatal_on_delete=fatal_on_delete,
+        ignore=ignore,  # type: ignore[arg-type]
     )
 
     declared.update(name for name in OPTION_NAMES if getattr(options, name) is not None)

@@ -15,9 +15,10 @@ import kopf
 
 from kopf_outcomes import misuse, values
 from kopf_outcomes.errors import OutcomeMisreadError
-from kopf_outcomes.values import FatalOnDelete, checked
+from kopf_outcomes.values import FatalOnDelete, LevelName, checked
 
-__all__ = ["Fatal", "FatalOnDelete", "Outcome", "Pending", "Retry", "Success"]
+__all__ = ["Fatal", "FatalOnDelete", "LevelName", "Outcome", "Pending", "Retry", "Success", "deadline_of",
+           "with_deadline"]
 
 
 class Outcome(kopf.TemporaryError):
@@ -61,6 +62,9 @@ class Outcome(kopf.TemporaryError):
 class Success(Outcome):
     """Done. Logged exactly as Kopf logs a handler that returned; the result is stored as usual."""
 
+    #: What the handler returned: Kopf stores it as the handler's result.
+    result: object
+
     def __init__(self, result: object = None) -> None:
         super().__init__()
         self.args = ()  # no reason to carry
@@ -81,22 +85,51 @@ class Pending(Outcome):
     or after ``recheck`` seconds if given. With neither, it stays parked at zero cost.
     """
 
+    #: What the handler waits for: logged, posted in an Event, kept in the handler's memory.
+    reason: str
+    #: Seconds after which the handler runs again even if nothing changed; None: only on a change.
+    recheck: float | None
+
     def __init__(self, reason: str, *, recheck: float | None = None) -> None:
         super().__init__(reason, delay=60)
         self.reason = checked("Pending(reason)", values.reason, reason)
         self.recheck = None if recheck is None else checked("Pending(recheck=...)", values.recheck, recheck)
 
+    # Set by :func:`with_deadline` only: not a field (equal outcomes stay equal).
+    _deadline: float | None = None
+
     def _fields(self) -> tuple[Any, ...]:
         return (self.reason, self.recheck)
 
+
+def with_deadline(outcome: Pending, runtime: float) -> Pending:
+    """
+    A copy of a Pending that runs again once the handler has been at it for ``runtime`` seconds
+    (Kopf's ``runtime``, from its start), even if nothing changes: what a time-based escalation
+    needs, as a parked Pending runs again only on a change. The earlier of two deadlines holds.
+    """
+    copy = Pending(outcome.reason, recheck=outcome.recheck)
+    earlier = deadline_of(outcome)
+    copy._deadline = runtime if earlier is None else min(earlier, runtime)
+    return copy
+
+
+def deadline_of(outcome: Outcome) -> float | None:
+    """The runtime at which a Pending must run again whatever happens (:func:`with_deadline`)."""
+    return outcome._deadline if isinstance(outcome, Pending) else None
 
 
 class Retry(Outcome):
     """A temporary failure, retried after ``delay`` seconds, logged at the chosen ``level``."""
 
+    #: Why it failed: logged, posted in an Event, kept in the handler's memory.
+    reason: str
+    #: Seconds until the next run.
     delay: float
+    #: The logging level of its log line (a number: a name given is turned into one).
+    level: int
 
-    def __init__(self, reason: str, *, delay: float = 60, level: int | str = logging.WARNING) -> None:
+    def __init__(self, reason: str, *, delay: float = 60, level: int | LevelName = logging.WARNING) -> None:
         super().__init__(reason)
         self.reason = checked("Retry(reason)", values.reason, reason)
         self.delay = checked("Retry(delay=...)", values.seconds, delay)
@@ -116,11 +149,18 @@ class Fatal(Outcome):
     choice to policies, and finally to stock behaviour (release).
     """
 
+    #: Why it failed: logged, posted in an Event, kept in the handler's memory.
+    reason: str
+    #: The logging level of its log line (a number: a name given is turned into one).
+    level: int
+    #: On deletion: ``"release"`` or ``"retain"`` the finalizer; None leaves it to policies.
+    on_delete: FatalOnDelete | None
+
     def __init__(
         self,
         reason: str,
         *,
-        level: int | str = logging.ERROR,
+        level: int | LevelName = logging.ERROR,
         on_delete: FatalOnDelete | None = None,
     ) -> None:
         super().__init__(reason)

@@ -23,10 +23,8 @@ from kopf_outcomes.policy.plugin import POLICY_PLUGIN_NAME
 def plugins(policy_file: Path | None) -> None:
     """List the discovered plugins, their hooks, and the order of the calls."""
     manager = PluginManager()
-    try:
-        manager.load_entry_points()  # honours KOPF_OUTCOMES_PLUGINS and ..._DISABLE_PLUGINS
-    except PluginError as e:
-        raise click.ClickException(str(e)) from None
+    broken: dict[str, PluginError] = {}
+    manager.load_entry_points(broken=broken)  # honours KOPF_OUTCOMES_PLUGINS and ..._DISABLE_PLUGINS
     if policy_file is not None:
         from kopf_outcomes.policy.cli import load_or_exit
         from kopf_outcomes.policy.plugin import PolicyPlugin
@@ -49,7 +47,10 @@ def plugins(policy_file: Path | None) -> None:
             origin = "built-in"
         click.echo(f"  {name:<24} {origin}")
     for name in sorted(set(entry_points) - set(registered)):
-        click.echo(f"  {name:<24} not loaded: excluded by the allow/deny lists")
+        if name in broken:
+            click.echo(f"  {name:<24} BROKEN, not loaded: {broken[name]}")
+        else:
+            click.echo(f"  {name:<24} not loaded: excluded by the allow/deny lists")
 
     click.echo("Hooks, each with its plugins in the order they are called:")
     for hook_name in _hook_names():
@@ -63,6 +64,9 @@ def plugins(policy_file: Path | None) -> None:
             marks = [mark for mark in ("tryfirst", "trylast", "wrapper", "hookwrapper")
                      if getattr(impl, mark)]
             click.echo(f"    {impl.plugin_name}" + (f" [{', '.join(marks)}]" if marks else ""))
+    if broken:  # listed, and still a failure: an operator would not start with these installed
+        raise click.ClickException(f"{len(broken)} plugin(s) cannot be used, an operator would not start: "
+                                   f"{', '.join(sorted(broken))} (see above)")
 
 
 def _hook_names() -> list[str]:

@@ -39,6 +39,8 @@ class HandlerRun:
     ``runtime`` is the seconds since the handler first started, as Kopf counts them.
     ``previous`` is what this handler's memory said before this run (None when nothing).
     ``kind`` is the handler's :class:`~kopf_outcomes.Kind`: what each outcome means depends on it.
+    ``finalizer`` is the operator's Kopf finalizer: what tells one operator's writes from another's
+    on a resource that several operators serve (the bundled conditions plugin prefixes its types by it).
 
     The runs that hooks get read their fields from Kopf's objects when a hook asks (most
     observers read few of them): read what you need inside the hook, as a run kept for later
@@ -62,6 +64,9 @@ class HandlerRun:
     backoff: float = 60.0
     # The handler's kind (kopf_outcomes.Kind, a string too): "change", "sub-handler", "timer", ...
     kind: str = "change"
+    # The operator's Kopf finalizer (``settings.persistence.finalizer``): its identity among the
+    # operators of one resource, from which the memory's keys derive (None: not known, read as the default).
+    finalizer: str | None = None
 
     def _asdict(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(HandlerRun)}
@@ -95,6 +100,13 @@ class Decision:
     outcome: Outcome
     origin: object = None
     stock_reading: Outcome | None = dataclasses.field(default=None, repr=False)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Refused in the frame of the hook that sets it: the plugin is named from its traceback.
+        if name == "outcome" and not isinstance(value, Outcome):
+            raise TypeError(f"decision.outcome must be an Outcome (Success, Pending, Retry or Fatal), "
+                            f"got {value!r}")
+        super().__setattr__(name, value)
 
     @property
     def stock(self) -> bool:

@@ -22,7 +22,10 @@ MAX_DELAY = 366 * 24 * 3600
 FatalOnDelete = Literal["release", "retain"]
 FATAL_ON_DELETE: tuple[FatalOnDelete, ...] = get_args(FatalOnDelete)
 
-LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: A logging level by name, as outcomes take it beside a number (``logging.WARNING``): a misspelt
+#: name fails type-checking, not only the run.
+LevelName = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LEVEL_NAMES: tuple[LevelName, ...] = get_args(LevelName)
 
 
 def show(value: object) -> str:

@@ -25,7 +25,7 @@ async def test_sample_object_can_be_created(k8s_api: Any, k8s_namespace: str) ->
     assert created["spec"] == body["spec"]
 
 
-def test_throwaway_gomod_pins_local_siblings_only() -> None:
+def test_throwaway_gomod_pins_local_siblings_and_keeps_published_replaces() -> None:
     etcd = next(b for b in BUILDS if b.binary == "etcd")
     upstream = "\n".join([
         "module go.etcd.io/etcd/server/v3", "", "go 1.23.0", "",
@@ -35,6 +35,7 @@ def test_throwaway_gomod_pins_local_siblings_only() -> None:
         ")",
         "replace go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY",
         "replace github.com/x/y v1.0.0 => github.com/z/y v1.0.1",
+        "replace (", "\tk8s.io/klog/v2 =>  github.com/simonpasquier/klog-gokit/v3 v3.3.0", ")",
     ])
     assert _throwaway_gomod(etcd, upstream).splitlines() == [
         "module kopfoutcomesbuild", "", "go 1.23.0", "",
@@ -42,5 +43,7 @@ def test_throwaway_gomod_pins_local_siblings_only() -> None:
         "replace (",
         "\tgo.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.4",
         "\tgo.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 v3.6.4",
+        "\tgithub.com/x/y v1.0.0 => github.com/z/y v1.0.1",
+        "\tk8s.io/klog/v2 => github.com/simonpasquier/klog-gokit/v3 v3.3.0",
         ")",
     ]

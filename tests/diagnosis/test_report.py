@@ -128,3 +128,17 @@ def test_a_parked_pending_has_no_recheck():
     record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=True, depends_on=None)
     found = body({memory.MEMORY_ANNOTATION: json.dumps({"delete_fn": record})})
     assert report(KIND, found, now=NOW)["handlers"][0]["nextRecheck"] is None
+
+
+def test_a_pending_under_an_escalation_shows_its_deadline():
+    """Issue 34, finding 1: why shows when a time-based escalation gives the handler up."""
+    found = body()
+    kopf_progress(kopf.AnnotationsProgressStorage(), "delete_fn",
+                  {"started": "2026-12-02T11:58:30", "retries": 1, "delayed": "2036-12-02T11:58:30",
+                   "message": "waiting [parked by kopf-outcomes]"}, found)
+    record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=True, depends_on=None,
+                           deadline="2026-12-02T12:08:30+00:00")
+    found["metadata"]["annotations"][memory.MEMORY_ANNOTATION] = json.dumps({"delete_fn": record})
+    got = report(KIND, found, now=NOW)
+    assert got["handlers"][0]["escalatesAt"] == "2026-12-02T12:08:30+00:00"
+    assert "on any change; escalates at 2026-12-02T12:08:30Z" in render.why(got)

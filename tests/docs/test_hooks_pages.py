@@ -23,9 +23,25 @@ def test_the_plugins_page_lists_every_hook_and_marks_first_result() -> None:
     assert table == specs()
 
 
+WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
 def test_the_specs_introduction_counts_the_hooks() -> None:
-    words = {5: "Five", 6: "Six", 7: "Seven", 8: "Eight"}
     intro = hookspecs.__doc__ or ""
-    assert f"{words[len(specs())]} hooks." in intro
+    assert f"{WORDS[len(specs())].capitalize()} hooks." in intro
     for name in specs():
         assert f"``{name}``" in intro, f"{name} is not in the module's introduction"
+
+
+def test_the_specs_introduction_counts_the_steps_of_a_run_and_their_hooks() -> None:
+    intro = hookspecs.__doc__ or ""
+    steps = re.findall(r"^\d+\. (.*(?:\n   .*)*)", intro, flags=re.MULTILINE)
+    in_steps = {name for step in steps for name in re.findall(r"``(kopf_outcomes_\w+)``", step)}
+    assert f"A run goes through {WORDS[len(in_steps)]} of them, in {WORDS[len(steps)]} steps:" in intro
+
+
+def test_the_plugins_page_counts_its_hooks() -> None:
+    text = (ROOT / "docs" / "plugins.md").read_text()
+    first = sum(specs().values())
+    assert f"`kopf_outcomes`: {WORDS[len(specs())]} hooks, {WORDS[first]} of which stop at the first result" \
+        in " ".join(text.split())

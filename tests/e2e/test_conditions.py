@@ -128,3 +128,31 @@ async def test_a_retained_finalizer_says_how_to_release_it_and_that_command_work
         code, output = await kubectl(cluster, *shlex.split(retained["message"].rsplit(": ", 1)[1])[1:])
         assert code == 0, output
         await eventually(lambda: gone(objects, namespace, "f"), what="the object to go")
+
+
+async def test_a_40000_character_reason_fits_the_standard_condition_schema(api, objects, namespace, operator):
+    """Issue 34, finding 5: the API server rejected the whole status PATCH, Kopf's progress included."""
+    from tests.e2e.crds import crd, ensure
+    await ensure(api, crd("conditionedexamples", "ConditionedExample", conditions=True))
+    async with operator("tests/e2e/operators/conditioned_operator.py", **PLUGINS) as op:
+        await objects.create_namespaced_custom_object("kopf.dev", "v1", namespace, "conditionedexamples", {
+            "apiVersion": "kopf.dev/v1", "kind": "ConditionedExample", "metadata": {"name": "long"},
+            "spec": {"reasonLength": 40_000}})
+
+        async def recorded() -> dict | None:
+            body = await objects.get_namespaced_custom_object("kopf.dev", "v1", namespace, "conditionedexamples",
+                                                              "long")
+            progress = (body.get("metadata", {}).get("annotations") or {}).get("kopf.zalando.org/create_fn")
+            kinds = [c["type"] for c in body.get("status", {}).get("conditions") or []]
+            return body if progress and len(kinds) == 3 else None
+
+        body = await eventually(recorded, timeout=20, what="Kopf's progress and the conditions")
+        assert '"retries":1' in body["metadata"]["annotations"]["kopf.zalando.org/create_fn"].replace(" ", "")
+        written = {c["type"]: c for c in body["status"]["conditions"]}
+        assert written["CreateFnSucceeded"]["reason"] == "Retrying"
+        assert written["CreateFnSucceeded"]["message"].endswith(" [truncated]")
+        assert len(written["CreateFnSucceeded"]["message"]) == 32768
+        assert written["HandlersSucceeded"]["status"] == "False"
+        long_type = next(kind for kind in written if kind.startswith("AHandlerWhoseId"))
+        assert len(long_type) <= 63 and written[long_type]["status"] == "True"
+        assert not [r for r in op.records() if "422" in r.message or "Unprocessable" in r.message]

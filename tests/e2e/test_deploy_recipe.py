@@ -10,23 +10,18 @@ object (kopf-outcomes-system): idempotent, and harmless on the test cluster.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-
-import pytest
 
 from tests.docs.blocks import ROOT, blocks
 from tests.e2e.replicas import DEPLOY, MANIFESTS, documents
+from tests.programs import path_with
 
 HOWTO = ROOT / "docs" / "howto" / "scale-out.md"
 TESTED = [block for block in blocks(HOWTO) if block.language == "sh" and "tested" in block.flags]
 
 
 def run(line: str, cluster) -> str:
-    program = line.split()[0]
-    if shutil.which(program) is None:
-        pytest.fail(f"{program} is not installed; the how-to's commands need it")
-    env = dict(os.environ, KUBECONFIG=str(cluster.admin_kubeconfig))
+    env = dict(os.environ, KUBECONFIG=str(cluster.admin_kubeconfig), PATH=path_with(line.split()[0]))
     done = subprocess.run(line, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
     return done.stdout

@@ -3,23 +3,21 @@ A real Prometheus (Debian's ``prometheus``, on 127.0.0.1 only, for a bounded tim
 plugin's ``/metrics`` of two operators on the real API server, and evaluates the deployment
 recipe's alert rules (examples/deploy/prometheus/alerts.yaml) against what it scraped.
 
-Without the ``prometheus`` binary this test fails, saying so (.ci/run installs the package).
+Without the ``prometheus`` binary this test fails, saying so (./scripts/test brings it).
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.e2e.conftest import ROOT, eventually, get_example
 from tests.e2e.test_prometheus import free_port
+from tests.programs import program
 
 OPERATOR = "tests/e2e/operators/alerting_operator.py"
 RULES = ROOT / "examples" / "deploy" / "prometheus" / "alerts.yaml"
@@ -27,11 +25,7 @@ WITHIN = 60  # seconds: the bound on the whole wait for the alerts
 
 
 def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        pytest.fail("prometheus is not installed: Debian's prometheus package has it "
-                    "(apt-get install prometheus; .ci/run installs it)")
-    return found
+    return program("prometheus")
 
 
 async def has_finalizer(objects: Any, namespace: str, name: str, role: str) -> bool:

@@ -147,7 +147,7 @@ async def test_why_and_stuck(cluster, objects, namespace, operator, storage, pre
         assert code == 0, output
         await eventually(lambda: gone(objects, namespace, "retained"), what="the released object to go")
         code, output = await cli(cluster, "why", "kex/retained", "-n", namespace)
-        assert code == 1 and "404" in output and "not found" in output
+        assert code == 1 and "not found in namespace" in output and len(output.strip().splitlines()) == 1
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")

@@ -1,6 +1,7 @@
 """The conditions plugin's own logic: type names, transitions, the summary, others' conditions kept."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 
@@ -110,3 +111,63 @@ def test_the_release_annotation_is_the_retaining_operators_own():
     [condition, _] = patch["status"]["conditions"]
     assert condition["message"].endswith(f" {mine.release}=delete_fn")
     assert mine.release != other.release
+
+
+# metav1.Condition's validation (k8s.io/apimachinery/pkg/apis/meta/v1/types.go), as CRDs declare it.
+QUALIFIED_TYPE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def within_limits(condition: dict) -> bool:
+    prefix, _, name = condition["type"].rpartition("/")
+    return (len(condition["type"]) <= 316 and len(name) <= 63 and len(prefix) <= 253
+            and bool(QUALIFIED_TYPE.match(condition["type"]))
+            and len(condition["reason"]) <= 1024 and bool(REASON.match(condition["reason"]))
+            and len(condition["message"]) <= 32768)
+
+
+def test_a_long_reason_is_cut_with_a_mark_in_the_handlers_condition_and_the_summary():
+    """Issue 34, finding 5: a 40,000-character reason made messages the API server rejects."""
+    written = observed(body(conditions=[]), Retry("x" * 40_000, delay=5))
+    assert all(within_limits(c) for c in written)
+    assert all(c["message"].endswith(" [truncated]") and len(c["message"]) == 32768 for c in written)
+
+
+def test_a_long_handler_id_gives_a_valid_type_kept_apart_from_its_neighbours():
+    long_a, long_b = "create_fn/" + "a" * 80 + "/x", "create_fn/" + "a" * 80 + "/y"
+    kinds = {condition_type(long_a), condition_type(long_b)}
+    assert len(kinds) == 2
+    assert all(QUALIFIED_TYPE.match(kind) and len(kind) <= 63 and kind.endswith("Succeeded") for kind in kinds)
+
+
+def test_a_reason_outside_the_pattern_is_made_one():
+    from kopf_outcomes_conditions.conventions import reason
+    assert reason("FinalizerRetained") == "FinalizerRetained"
+    assert all(REASON.match(reason(text)) and len(reason(text)) <= 1024
+               for text in ("1 bad reason!", "x" * 2000, "", ":::", "Ok,"))
+
+
+def test_two_operators_with_one_handler_id_keep_their_conditions_and_summaries_apart():
+    """Issue 34: the second operator's Success overwrote the first one's Pending, and the summary
+    turned True while the first still waited (``kubectl wait`` returned early)."""
+    other = "acme.example.com/cleanup"
+    first = observed(body(conditions=[]), Pending("waiting for the callback"), handler="delete_fn", reason="delete")
+    patch: dict = {}
+    second_run = dataclasses.replace(run(body(conditions=first), handler="delete_fn", reason="delete"),
+                                     finalizer=other)
+    kopf_outcomes_observe_outcome(second_run, Success(), patch)
+    written = {c["type"]: c for c in patch["status"]["conditions"]}
+    assert written["DeleteFnSucceeded"]["status"] == "False"  # the default operator's, untouched
+    assert written["HandlersSucceeded"]["status"] == "False"
+    assert written["cleanup.acme.example.com/DeleteFnSucceeded"]["status"] == "True"
+    assert written["cleanup.acme.example.com/HandlersSucceeded"]["status"] == "True"
+    assert all(within_limits(c) for c in written.values())
+
+
+def test_a_finalizer_that_is_no_dns_name_gets_a_digest_prefix():
+    from kopf_outcomes_conditions.conventions import prefix
+    assert prefix(None) == "" and prefix("kopf.zalando.org/KopfFinalizerMarker") == ""
+    odd = prefix("example.com/My_Finalizer")
+    assert odd.endswith(".outcomes.kopf.zalando.org") and QUALIFIED_TYPE.match(f"{odd}/X")
+    assert prefix("example.com/My_Finalizer") != prefix("example.com/My_Other")

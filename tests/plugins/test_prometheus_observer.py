@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 
 import pytest
@@ -13,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kopf_outcomes import Fatal, HandlerOptions, HandlerRun, Pending, ResourceRef, Retry, Success
 from kopf_outcomes.engine import PluginFailure
+from tests.programs import program
 
 RESOURCE = ResourceRef("kopf.dev", "v1", "kopfexamples", "KopfExample")
 R = "kopfexamples.v1.kopf.dev"
@@ -193,7 +193,6 @@ def test_bad_addresses_name_the_setting(text):
         parse_address(text)
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (Debian: prometheus)")
 def test_promtool_finds_nothing_to_lint():
     registry = CollectorRegistry()
     observer = Observer(registry, objects_reported=True)
@@ -206,6 +205,56 @@ def test_promtool_finds_nothing_to_lint():
     for name in ("handler_outcomes_total", "handlers_waiting", "handler_wait_seconds_bucket",
                  "plugin_failures_total"):
         assert f"kopf_outcomes_{name}".encode() in exposition
-    checked = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True)
+    checked = subprocess.run([program("promtool"), "check", "metrics"], input=exposition, capture_output=True)
     assert checked.returncode == 0 and not checked.stdout and not checked.stderr, \
         (checked.stdout + checked.stderr).decode()
+
+
+def test_an_immediate_success_records_no_wait_whatever_the_memory_says():
+    """Issue 34, finding 6: with ``remember=True`` every success on a new state recorded the time
+    since the last success (the memory's ``since``) as a wait that never happened."""
+    registry = CollectorRegistry()
+    observer = Observer(registry, objects_reported=True)
+    succeeded = {"digest": "x", "outcome": "success", "reason": "", "since": "1970-01-01T00:01:40Z"}
+    observer.outcome(run("a", reason="update", previous=succeeded), Success(), now=7 * 24 * 3600.0)
+    assert value(registry, "kopf_outcomes_handler_wait_seconds_count", resource=R, handler="delete_fn",
+                 cause="update") is None
+    retried = {"digest": "x", "outcome": "retry", "reason": "busy", "since": "1970-01-01T00:01:40Z"}
+    observer.outcome(run("b", reason="update", previous=retried), Success(), now=160.0)  # waited before a restart
+    assert value(registry, "kopf_outcomes_handler_wait_seconds_sum", resource=R, handler="delete_fn",
+                 cause="update") == 60.0
+
+
+def subrun(uid: str, child: str) -> HandlerRun:
+    return run(uid, handler=f"create_fn/{child}", reason="create")._replace(kind="sub-handler")
+
+
+def test_sub_handlers_built_from_data_are_counted_under_their_declared_handler():
+    """Issue 34: a ``handler`` label per sub-handler id gave series per object, kept after they went."""
+    registry = CollectorRegistry()
+    observer = Observer(registry, objects_reported=True)
+    for uid in ("a", "b", "c"):
+        observer.outcome(subrun(uid, f"item-{uid}"), Pending("waiting"))
+        observer.outcome(subrun(uid, "fixed"), Pending("waiting"))
+    observer.outcome(run("a", handler="update_fn/spec.size", reason="update"), Pending("waiting"))  # a field handler
+    handlers = {dict(labels)["handler"] for (name, labels) in samples(registry) if "handler" in dict(labels)}
+    assert handlers == {"create_fn/*", "update_fn/spec.size"}
+    gauge = "kopf_outcomes_handlers_waiting"
+    assert value(registry, gauge, resource=R, handler="create_fn/*", state="pending") == 6
+    observer.outcome(subrun("a", "item-a"), Success())  # one sub-handler done, its sibling still waits
+    assert value(registry, gauge, resource=R, handler="create_fn/*", state="pending") == 5
+    for uid in ("a", "b", "c"):
+        observer.gone({"metadata": {"uid": uid}})
+    assert value(registry, gauge, resource=R, handler="create_fn/*", state="pending") == 0
+
+
+def test_idle_series_of_the_waiting_gauge_are_bounded():
+    registry = CollectorRegistry()
+    observer = Observer(registry, objects_reported=True)
+    assert observer.waiting is not None
+    limit = observer.waiting.MAX_IDLE_SERIES
+    for index in range(limit + 50):  # ids the operator had once (or a plugin built from data)
+        observer.outcome(run(str(index), handler=f"h{index}"), Pending("waiting"))
+        observer.gone({"metadata": {"uid": str(index)}})
+    assert len(observer.waiting.counts()) == limit
+    assert value(registry, "kopf_outcomes_handlers_waiting", resource=R, handler="h0", state="pending") is None

@@ -2,8 +2,8 @@
 The deployment recipe's Prometheus alert rules (examples/deploy/prometheus): valid for promtool,
 their unit tests pass, and they name only metrics that the Prometheus plugin really exports.
 
-promtool comes with Debian's ``prometheus`` package (.ci/run installs it); without it these tests
-fail, saying so: a skipped check would pass for a checked one.
+promtool comes with Debian's ``prometheus`` package, or a Go build (./scripts/test brings one);
+without it these tests fail, saying so: a skipped check would pass for a checked one.
 """
 from __future__ import annotations
 
@@ -12,20 +12,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 from kopf_outcomes_prometheus.metrics import Metrics, WaitingCollector
 from prometheus_client import CollectorRegistry
+
+from tests.programs import program
 
 RULES = Path(__file__).resolve().parents[2] / "examples" / "deploy" / "prometheus"
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool is not installed: it comes with Debian's prometheus package "
-                    "(apt-get install prometheus; .ci/run installs it)")
-    return found
+    return program("promtool")
 
 
 def test_promtool_checks_the_rules() -> None:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from kopf_outcomes import hookimpl
 from kopf_outcomes.cli import main
 from kopf_outcomes.plugins_cli import plugins
-from kopf_outcomes.policy.cli import check_policy, explain
+from kopf_outcomes.policy.cli import APPLIES_TO, check_policy, explain
 
 POLICY = """\
 exceptions."kopf.TemporaryError" = { level = "INFO" }
@@ -51,6 +51,7 @@ def test_check_policy_valid(policy: Path) -> None:
     assert result.exit_code == 0
     assert result.stdout == (
         f"{policy}: valid policy: 1 handler scope(s), 1 resource scope(s), 2 exception rule(s)\n"
+        f"{APPLIES_TO}\n"
     )
 
 
@@ -100,6 +101,15 @@ def test_check_policy_pyproject(tmp_path: Path) -> None:
     path = tmp_path / "pyproject.toml"
     path.write_text('[project]\nname = "x"\n[tool.kopf-outcomes]\nremember = true\n')
     assert invoke(check_policy, path).exit_code == 0
+
+
+def test_check_policy_and_explain_say_which_kinds_the_rules_apply_to(policy: Path) -> None:
+    expected = ("applies to:  change, sub-handler, timer, daemon, activity, webhook handlers; not to login, event,"
+                " index handlers (@kopf.on.login, @kopf.on.event, @kopf.index: stock Kopf, no policy or plugin)")
+    assert expected == APPLIES_TO
+    assert expected in invoke(check_policy, policy).stdout.splitlines()
+    explained = invoke(explain, "--policy", policy, "--handler", "create_fn", "--result", "true")
+    assert expected in explained.stdout.splitlines()
 
 
 def test_commands_are_registered_on_the_console_script(policy: Path) -> None:
@@ -181,7 +191,7 @@ def test_explain_shows_the_rule_and_which_scope_settings_it_overrides(tmp_path: 
     result = invoke(
         explain, "--policy", path, "--handler", "fn", "--exception", "builtins.TimeoutError"
     )
-    assert result.stdout.splitlines()[3:] == [
+    assert result.stdout.splitlines()[4:] == [
         'rule:        outcome = "retry", '
         "backoff = { base = 10, factor = 2, cap = 300, jitter = 0 }",
         'setting:     levels.retry = "ERROR"',

@@ -165,7 +165,7 @@ outcome = "fatl"
         ", line 1: delay: must be a number of seconds from 0 to 31622400 (a year), got -1",
         ", line 2: explicit_complet: unknown key 'explicit_complet' (did you mean "
         "'explicit_completion'?); allowed here: backoff, delay, depends_on, escalate, exceptions, "
-        "explicit_completion, fatal_on_delete, handlers, levels, remember, resources",
+        "explicit_completion, fatal_on_delete, handlers, ignore, levels, remember, resources",
         ", line 4: [exceptions] \"no_such_http_client.Timeout\": cannot import 'no_such_http_client' "
         "(No module named 'no_such_http_client')",
         ', line 6: [exceptions."no_such_http_client.Timeout"] level: expected a level name: DEBUG, '
@@ -280,7 +280,7 @@ outcome = "fatl"
             "[handlers.fn] resources: unknown key 'resources' (handlers and "
             "resources are tables at the top level only); allowed here: "
             "backoff, delay, depends_on, escalate, exceptions, explicit_completion, "
-            "fatal_on_delete, levels, remember",
+            "fatal_on_delete, ignore, levels, remember",
         ),
         (
             'handlers." fn" = {}',

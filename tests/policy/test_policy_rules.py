@@ -9,6 +9,7 @@ import kopf
 import pytest
 
 from kopf_outcomes import Fatal, HandlerOptions, Pending, Retry, Success
+from kopf_outcomes.outcomes import deadline_of
 from kopf_outcomes.policy import Backoff, ExceptionRule, Policy, Scope
 
 from .helpers import KOPFEXAMPLES, decide, plugins_with
@@ -231,7 +232,8 @@ QUIET = 'exceptions."kopf.TemporaryError" = { level = "INFO" }\n'
         (0, 0, Retry("t", delay=5, level=INFO)),
         (4, 0, Retry("t", delay=5, level=INFO)),
         (5, 0, Retry("t", delay=5, level=ERROR)),
-        (4, 599, Retry("t", delay=5, level=INFO)),
+        (4, 595, Retry("t", delay=5, level=INFO)),
+        (4, 599, Retry("t", delay=1, level=INFO)),  # cut: it runs again at the deadline, not after
         (4, 600, Fatal("t (escalated to fatal after 600 seconds)", level=ERROR)),
     ],
 )
@@ -288,6 +290,16 @@ def test_escalation_turns_a_long_pending_into_fatal_at_the_fatal_level() -> None
     assert decide(policy, result=Pending("waiting"), runtime=3600) == Fatal(
         "waiting (escalated to fatal after 3600 seconds)", level=WARNING
     )
+
+
+def test_a_pending_under_a_time_based_escalation_carries_its_deadline() -> None:
+    """Issue 34, finding 1: a parked Pending runs only on a change; its deadline makes it run then."""
+    policy = 'escalate = [{ after_seconds = 3600, outcome = "fatal" }, { after_seconds = 600, outcome = "fatal" }]'
+    waiting = decide(policy, result=Pending("waiting"), runtime=10)
+    assert waiting == Pending("waiting") and deadline_of(waiting) == 600
+    leveled = decide('escalate = [{ after_seconds = 600, level = "ERROR" }]', result=Pending("waiting"), runtime=10)
+    assert leveled == Pending("waiting") and deadline_of(leveled) is None  # no fatal step: nothing to run for
+    assert deadline_of(Pending("waiting")) is None
 
 
 def test_escalation_leaves_successes_alone() -> None:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import kopf
+from kopf._cogs.aiokits import aiotoggles
+from kopf._cogs.clients import errors as api_errors
 from kopf._cogs.configs import configuration
 from kopf._cogs.structs import bodies, ephemera, patches, references
 from kopf._core.actions import application, execution, lifecycles, progression
@@ -24,6 +26,9 @@ __all__ = [
     "RESOURCE",
     "activities",
     "admission",
+    "aiotoggles",
+    "api_errors",
+    "forbidden",
     "application",
     "cause_of",
     "causes",
@@ -33,6 +38,7 @@ __all__ = [
     "handler_of",
     "lifecycles",
     "processing",
+    "references",
     "progression",
     "body_after",
     "changing_cause",
@@ -197,3 +203,12 @@ def cause_of(kind: str, body: Mapping[str, Any], logger: logging.Logger) -> Any:
         return causes.IndexingCause(**resource)
     raise ValueError(f"no cause for the kind {kind!r}")
 
+
+
+def forbidden(message: str) -> api_errors.APIForbiddenError:
+    """Kopf's error for an HTTP 403, as its API client raises it (Kopf 1.37 has no headers)."""
+    payload: Any = {"message": message, "code": 403}
+    try:
+        return api_errors.APIForbiddenError(payload, status=403, headers={})
+    except TypeError:
+        return api_errors.APIForbiddenError(payload, status=403)  # type: ignore[call-arg]

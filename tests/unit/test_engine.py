@@ -356,34 +356,45 @@ def test_a_raising_plugin_without_a_body_leaves_kopfs_decision(
     )]
 
 
-@pytest.mark.parametrize(
-    ("plugin_hook", "named"),
-    [
-        ("kopf_outcomes_classify_result", "kopf_outcomes_classify_result produced 'oops'"),
-        ("kopf_outcomes_adjust_outcome", "kopf_outcomes_adjust_outcome produced 'oops'"),
-    ],
-)
-def test_a_hook_producing_a_non_outcome_is_a_failure_naming_the_hook(
-    plugin_hook: str, named: str
-) -> None:
+def test_a_classify_hook_producing_a_non_outcome_is_blamed_on_the_plugin_that_gave_it() -> None:
     class ClassifiesBadly:
         @hookimpl
         def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> object:
-            return "oops"
+            return "pending"
 
+    class Innocent:  # implements the hook too, answers None: not to be named
+        @hookimpl(tryfirst=True)
+        def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> object:
+            return None
+
+    plugins = Plugins()
+    plugins.register(ClassifiesBadly(), name="bad")
+    plugins.register(Innocent(), name="innocent")
+    outcome = engine.decide(plugins, make_run(), result=None)
+    assert isinstance(outcome, engine.PluginFailure)
+    assert outcome.reason == ("plugin 'bad' failed: HookResultError: kopf_outcomes_classify_result produced "
+                              "'pending', expected an Outcome (Success, Pending, Retry or Fatal); "
+                              "the finalizer is kept")
+
+
+def test_an_adjust_hook_setting_a_non_outcome_is_refused_in_its_own_frame() -> None:
     class AdjustsBadly:
         @hookimpl
         def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
             decision.outcome = "oops"  # type: ignore[assignment]
 
-    plugin = ClassifiesBadly() if plugin_hook == "kopf_outcomes_classify_result" else AdjustsBadly()
+    class Innocent:
+        @hookimpl(tryfirst=True)
+        def kopf_outcomes_adjust_outcome(self, run: HandlerRun, decision: Decision) -> None:
+            pass
+
     plugins = Plugins()
-    plugins.register(plugin, name="bad")
+    plugins.register(AdjustsBadly(), name="bad")
+    plugins.register(Innocent(), name="innocent")
     outcome = engine.decide(plugins, make_run(), result=None)
     assert isinstance(outcome, engine.PluginFailure)
-    assert "HookResultError" in outcome.reason
-    assert named in outcome.reason
-    assert "expected an Outcome (Success, Pending, Retry or Fatal)" in outcome.reason
+    assert outcome.reason == ("plugin 'bad' failed: TypeError: decision.outcome must be an Outcome (Success, "
+                              "Pending, Retry or Fatal), got 'oops'; the finalizer is kept")
 
 
 def test_a_classify_exception_hook_producing_a_non_outcome() -> None:

@@ -29,6 +29,7 @@ def record(level: int, outcome: str | None, *, ref: Any = REF) -> logging.LogRec
 def posted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(kopf, "event", lambda objs, **kwargs: calls.append({"body": dict(objs), **kwargs}))
+    monkeypatch.setattr(events, "_series", None)
     return calls
 
 
@@ -106,3 +107,29 @@ def test_where_kopf_posts_no_log_lines_outcome_lines_post_none_either(posted: li
         posting.loggers = False
     assert events.OutcomeEvents().filter(line) is True  # still logged
     assert (len(posted), line.k8s_skip) == ((0, False) if switch else (1, True))  # type: ignore[attr-defined]
+
+
+def test_posting_switched_off_posts_nothing_neither_ours_nor_kopfs(posted: list[dict[str, Any]]) -> None:
+    line = record(logging.ERROR, "retry")
+    line.settings.posting.enabled = False  # type: ignore[attr-defined]
+    assert events.OutcomeEvents().filter(line) is True  # still logged
+    assert posted == [] and line.k8s_skip is True  # type: ignore[attr-defined]
+
+
+def test_a_line_below_a_raised_posting_level_posts_nothing(posted: list[dict[str, Any]]) -> None:
+    line = record(logging.WARNING, "retry")
+    line.settings.posting.level = logging.ERROR  # type: ignore[attr-defined]
+    assert events.OutcomeEvents().filter(line) is True
+    assert posted == [] and line.k8s_skip is False  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("accepted", [True, False])
+def test_the_series_poster_posts_and_kopf_event_only_where_it_cannot(
+        posted: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, accepted: bool) -> None:
+    series: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(events, "_series", lambda *args: series.append(args[1:]) or accepted)
+    line = record(logging.WARNING, "retry")
+    assert events.OutcomeEvents().filter(line) is True
+    assert series == [(REF, "Warning", "Retrying", "Handler 'delete_fn' is pending: w")]
+    assert len(posted) == (0 if accepted else 1)
+    assert line.k8s_skip is True  # type: ignore[attr-defined]

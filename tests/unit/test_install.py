@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kopf._cogs.structs import finalizers
 from kopf._core.reactor import queueing
 
 import kopf_outcomes
@@ -23,6 +24,7 @@ PATCHED = [
     (application, "apply"),
     (queueing, "worker"),
     (queueing, "watcher"),
+    (finalizers, "allow_deletion"),
 ]
 
 

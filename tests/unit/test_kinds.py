@@ -182,5 +182,5 @@ async def test_hooks_see_the_kind_of_the_run(installed: PluginManager, logger: l
     installed.register(Kinds(), name="kinds")
     for kind in KINDS:
         await run_once(kind, Success(), logger)
-    assert seen == KINDS
+    assert seen == [kind for kind in KINDS if kind not in ("event", "index")]  # stock Kopf's: no hooks
     assert kopf_outcomes.Kind("sub-handler") is kopf_outcomes.Kind.SUBHANDLER

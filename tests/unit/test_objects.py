@@ -115,7 +115,7 @@ def test_the_decorator_registers_one_kopf_index_per_source_and_marks_the_functio
     (lambda: kopf_outcomes.depends_on_objects("v1/configmaps"), "argument 1 is 'v1/configmaps', not a source"),
     (lambda: kopf_outcomes.depends_on_objects(), "at least one source"),
     (lambda: kopf_outcomes.owned(), "give the resource as Kopf's decorators take it"),
-    (lambda: kopf_outcomes.referenced("v1", "secrets", field="spec..name"), "field must be dotted paths"),
+    (lambda: kopf_outcomes.referenced("v1", "secrets", field="spec..name"), "field: .spec..name. is not a field path"),
     (lambda: kopf_outcomes.owned("v1", "pods", fields="status.phase"), "a list of field paths, not a single"),
     (lambda: kopf_outcomes.selected("v1", "pods", labels={}), "non-empty mapping"),
 ])
@@ -137,7 +137,7 @@ async def test_other_objects_on_another_kind_are_an_error_named_once(undeclared,
     for _ in range(2):
         await run_handlers([handler_of("timer", tick)], cause_of("timer", BODY, logger))
     errors = [message for level, message in collector.pairs() if level >= 40]
-    assert len(errors) == 1 and "only a change handler can do (this one is a timer handler)" in errors[0]
+    assert len(errors) == 1 and "only a change handler can (this one is a timer handler)" in errors[0]
 
 
 async def test_a_change_handler_sees_its_objects_from_kopfs_indices(undeclared, unpatched, logger):

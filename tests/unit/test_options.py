@@ -130,6 +130,7 @@ def test_merged_field_by_field(field: str) -> None:
         "depends_on": ("spec.size",),
         "remember": True,
         "fatal_on_delete": "retain",
+        "ignore": ("status.phase",),
     }
     with_field = HandlerOptions(**{field: values[field]})
     assert HandlerOptions().merged(with_field) == with_field

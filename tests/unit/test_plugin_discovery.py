@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import pluggy
 import pytest
+from click.testing import CliRunner
 
 import kopf_outcomes
 from kopf_outcomes import Decision, HandlerRun, PluginError, hookimpl
 from kopf_outcomes.manager import ENTRY_POINT_GROUP
 from kopf_outcomes.manager import PluginManager as Plugins
+from kopf_outcomes.plugins_cli import plugins as plugins_command
 
 
 class Adjuster:
@@ -26,6 +30,7 @@ class FakeEntryPoint:
     value: str
     loader: Callable[[], object]
     loads: int = 0
+    dist: None = None
 
     def load(self) -> object:
         self.loads += 1
@@ -148,9 +153,14 @@ def test_a_plugin_with_invalid_hooks_is_not_silently_accepted(
         def kopf_outcomes_adjust_outcome(self, run: Any, decision: Any, extra: Any) -> None: ...
 
     entry_points["b"] = FakeEntryPoint("b", "plugin_b:Plugin", Misspelt)
-    # pluggy's own validation error; it names the plugin and the unknown argument.
-    with pytest.raises(pluggy.PluginValidationError, match=r"(?s)Plugin 'b'.*'extra'"):
-        Plugins().load_entry_points(allow=["b"])
+    # Ours, not pluggy's raw PluginValidationError: the plugin, the hook, and what it passes.
+    plugins = Plugins()
+    with pytest.raises(PluginError) as info:
+        plugins.load_entry_points(allow=["b"])
+    assert str(info.value) == (
+        "kopf-outcomes plugin 'b' cannot be used: its kopf_outcomes_adjust_outcome takes 'extra', which the "
+        "hook does not pass; it passes run, decision (take any of them, by these names)")
+    assert not plugins.has_plugin("b") and plugins.only_builtins  # nothing of it registered
 
 
 def test_loading_twice_registers_each_plugin_once(entry_points: dict[str, FakeEntryPoint]) -> None:
@@ -181,19 +191,111 @@ class Asynchronous:
     async def kopf_outcomes_observe_outcome(self, run: Any, outcome: Any, patch: Any) -> None: ...
 
 
+class FarOff:
+    @hookimpl
+    def kopf_outcomes_frobnicate(self) -> None: ...
+
+
+class HalfGood:  # a good hook beside a bad one: neither may stay registered
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, outcome: Any) -> None: ...
+
+    @hookimpl
+    def kopf_outcomes_classify_exception(self, run: Any, exc: Any) -> Any: ...
+
+
 @pytest.mark.parametrize(("plugin", "message"), [
-    (Misspelled(), r"plugin 'misspelled' cannot be used: .*unknown hook 'kopf_outcomes_observe_outcomes'"),
-    (Asynchronous(), r"plugin 'asynchronous' implements kopf_outcomes_observe_outcome as 'async def'"),
+    (Misspelled(), "kopf-outcomes plugin 'misspelled' cannot be used: its function 'kopf_outcomes_observe_outcomes' "
+                   "is marked as a hook implementation, but there is no hook 'kopf_outcomes_observe_outcomes' "
+                   "(did you mean 'kopf_outcomes_observe_outcome'?)"),
+    (FarOff(), "kopf-outcomes plugin 'faroff' cannot be used: its function 'kopf_outcomes_frobnicate' is marked as a "
+               "hook implementation, but there is no hook 'kopf_outcomes_frobnicate' (the hooks are "
+               "kopf_outcomes_adjust_outcome, kopf_outcomes_classify_exception, kopf_outcomes_classify_result, "
+               "kopf_outcomes_handler_options, kopf_outcomes_object_gone, kopf_outcomes_observe_object, "
+               "kopf_outcomes_observe_outcome, kopf_outcomes_owned_fields)"),
+    (HalfGood(), "kopf-outcomes plugin 'halfgood' cannot be used: its kopf_outcomes_classify_exception takes 'exc', "
+                 "which the hook does not pass; it passes run, exception (take any of them, by these names)"),
+    (Asynchronous(), "kopf-outcomes plugin 'asynchronous' implements kopf_outcomes_observe_outcome as 'async def'; "
+                     "hooks run inside Kopf's event loop and must be plain, quick functions. Do slow work elsewhere "
+                     "(a Kopf daemon, a thread, a queue the hook only appends to)."),
 ])
 def test_an_unusable_plugin_is_refused_with_its_name(plugin: object, message: str) -> None:
     manager = Plugins()
-    with pytest.raises(PluginError, match=message):
+    with pytest.raises(PluginError) as info:
         manager.register(plugin, name=type(plugin).__name__.lower())
+    assert str(info.value) == message
     assert not manager.is_registered(plugin)
-    assert manager.only_builtins  # nothing of it stays behind
+    assert manager.only_builtins and not manager.observed  # nothing of it stays behind
+
+
+def test_a_hook_named_by_specname_is_checked_by_that_name() -> None:
+    class Renamed:
+        @hookimpl(specname="kopf_outcomes_clasify_result")
+        def classify(self, run: Any, result: Any) -> Any: ...
+
+    with pytest.raises(PluginError) as info:
+        Plugins().register(Renamed(), name="renamed")
+    assert str(info.value) == (
+        "kopf-outcomes plugin 'renamed' cannot be used: its function 'classify' (specname "
+        "'kopf_outcomes_clasify_result') is marked as a hook implementation, but there is no hook "
+        "'kopf_outcomes_clasify_result' (did you mean 'kopf_outcomes_classify_result'?)")
 
 
 def test_install_refuses_an_unusable_plugin_and_patches_nothing(unpatched: None) -> None:
     with pytest.raises(PluginError, match="'async def'"):
         kopf_outcomes.install(entry_points=False, plugins=[Asynchronous()])
     assert not kopf_outcomes.is_installed()
+
+
+def test_the_plugins_command_lists_the_hooks_and_marks_a_broken_plugin(
+        entry_points: dict[str, FakeEntryPoint]) -> None:
+    entry_points["b"] = FakeEntryPoint("b", "plugin_b:Plugin", Misspelled)
+    result = CliRunner().invoke(plugins_command, [])
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert ("  b                        BROKEN, not loaded: kopf-outcomes plugin 'b' cannot be used: its function "
+            "'kopf_outcomes_observe_outcomes' is marked as a hook implementation, but there is no hook "
+            "'kopf_outcomes_observe_outcomes' (did you mean 'kopf_outcomes_observe_outcome'?)") in lines
+    hooks = lines[lines.index("Hooks, each with its plugins in the order they are called:"):]
+    adjust = hooks.index("  kopf_outcomes_adjust_outcome")
+    assert hooks[adjust + 1:adjust + 4] == ["    c", "    a", "  kopf_outcomes_observe_outcome"]
+    assert result.stderr == ("Error: 1 plugin(s) cannot be used, an operator would not start: b (see above)\n")
+
+
+def test_kopf_run_shows_the_one_line_reason_of_an_unusable_plugin(tmp_path: Path) -> None:
+    operator = tmp_path / "operator.py"
+    operator.write_text("import kopf_outcomes\n\n"
+                        "class Misspelled:\n"
+                        "    @kopf_outcomes.hookimpl\n"
+                        "    def kopf_outcomes_classify_exceptions(self, run, exception):\n"
+                        "        return None\n\n"
+                        "kopf_outcomes.install(entry_points=False, plugins=[Misspelled()])\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "kopf"), "run", "--standalone", str(operator)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "PluginError: kopf-outcomes plugin '__kopf_script_0__" + str(operator) + ".Misspelled' cannot be used: "
+        "its function 'kopf_outcomes_classify_exceptions' is marked as a hook implementation, but there is no hook "
+        "'kopf_outcomes_classify_exceptions' (did you mean 'kopf_outcomes_classify_exception'?)\n")
+
+
+def test_what_pluggy_alone_refuses_is_a_plugin_error_naming_the_plugin_too() -> None:
+    class NotAGenerator:
+        @hookimpl(wrapper=True)
+        def kopf_outcomes_adjust_outcome(self, run: Any, decision: Any) -> None: ...
+
+    manager = Plugins()
+    with pytest.raises(PluginError) as info:
+        manager.register(NotAGenerator(), name="wrapper")
+    assert str(info.value) == (
+        "kopf-outcomes plugin 'wrapper' cannot be used: Plugin 'wrapper' for hook 'kopf_outcomes_adjust_outcome'; "
+        "hookimpl definition: kopf_outcomes_adjust_outcome(run: 'Any', decision: 'Any') -> 'None'; "
+        "Declared as wrapper=True or hookwrapper=True but function is not a generator function")
+    assert not manager.has_plugin("wrapper") and manager.only_builtins
+
+
+def test_a_blocked_broken_plugin_is_not_refused_but_left_out_as_pluggy_does() -> None:
+    manager = Plugins()
+    manager.set_blocked("misspelled")
+    assert manager.register(Misspelled(), name="misspelled") is None
+    assert not manager.has_plugin("misspelled")

@@ -39,6 +39,7 @@ async def test_a_run_reads_every_field_as_a_plain_run_holds_it(logger: logging.L
         handler_id="h", reason="delete", resource=ResourceRef("kopf.dev", "v1", "kopfexamples"),
         body=run.body, retry=2, runtime=run.runtime, deleting=True, options=HandlerOptions(),
         logger=run.logger, previous=PREVIOUS, errors_mode="TEMPORARY", backoff=7.0,
+        finalizer="kopf.zalando.org/KopfFinalizerMarker",
     )
     assert isinstance(run, HandlerRun)
     assert run == plain and plain == run

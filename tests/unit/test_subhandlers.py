@@ -5,6 +5,8 @@ state, and a retained sub-handler is released by the annotation that names it.
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 from typing import Any
 
@@ -14,7 +16,8 @@ import pytest
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending
 from kopf_outcomes._kopf.marks import PARKED_DELAY, PARKED_MARK
-from kopf_outcomes.memory import RELEASE_ANNOTATION
+from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
+from kopf_outcomes.outcomes import with_deadline
 from tests.unit.kopf_objects import Reason, body_after, changing_cause, handler, parked_state, run_handlers
 from tests.unit.test_patched_execution import BODY, records_in
 
@@ -117,3 +120,28 @@ async def test_a_rechecking_sub_handler_makes_its_parent_recheck(installed: Any,
     assert type(outcomes["parent"].exception).__name__ == "Rechecking"  # ours: no Kopf retry, no touch
     records = records_in(cause.patch)
     assert records["parent"]["recheck"] == 5 and records["parent/child"]["recheck"] == 5
+
+
+async def test_a_sub_handlers_escalation_deadline_is_its_parents_and_runs_both(
+        installed: Any, logger: logging.Logger) -> None:
+    """Issue 34, finding 1, for sub-handlers: they run only in their parent's run, so a parked
+    parent takes the first of its children's deadlines, and runs them then."""
+    family = Family(with_deadline(Pending("waiting for the callback"), 600))
+    cause = changing_cause(BODY, logger, reason=Reason.DELETE)
+    outcomes = await run_handlers([family.handler], cause)
+    records = records_in(cause.patch)
+    child_deadline = datetime.datetime.fromisoformat(records["parent/child"]["deadline"])
+    assert 599 < (child_deadline - datetime.datetime.now(datetime.timezone.utc)).total_seconds() <= 600
+    assert records["parent"]["deadline"] == records["parent/child"]["deadline"]
+    state = parked_state([family.handler], outcomes)
+
+    # Unchanged, before the deadline: neither runs. At the deadline (here: moved into the past), both run.
+    assert await run_handlers([family.handler], changing_cause(body_after(cause), logger), state) == {}
+    passed = body_after(cause)
+    annotation = passed["metadata"]["annotations"]
+    memory = json.loads(annotation[MEMORY_ANNOTATION])
+    for record in memory.values():
+        record["deadline"] = "2020-01-01T00:00:00+00:00"
+    annotation[MEMORY_ANNOTATION] = json.dumps(memory)
+    await run_handlers([family.handler], changing_cause(passed, logger, reason=Reason.DELETE), state)
+    assert (family.parent_calls, family.child_calls) == (2, 2)

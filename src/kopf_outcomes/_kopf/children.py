@@ -6,7 +6,8 @@ parent's run, and retries the parent while any child is unfinished (``HandlerChi
 with the children's shortest delay: ten years for a parked child). When every unfinished child
 waits for us (parked, rechecking or retained), the parent is parked or rechecks too, with its
 own memory: a change of its state wakes it, and its run wakes the children whose state changed.
-A person's release of a retained child wakes the parent as well (``cycle.wakes``). When some
+A person's release of a retained child wakes the parent as well (``cycle.wakes``), and a child's
+escalation deadline is the parent's too (it runs the child then). When some
 child is Kopf's own (a ``TemporaryError``), Kopf's retry of the children stands, but with the
 delay of Kopf's children and ours (a quiet recheck's stored delay is stale: it would be 0).
 """
@@ -16,6 +17,7 @@ import datetime
 from collections.abc import Collection, Mapping
 
 from kopf_outcomes import memory
+from kopf_outcomes._kopf import deadlines
 from kopf_outcomes._kopf.cycle import is_parked
 from kopf_outcomes._kopf.internals import Handler, HandlerId, KopfOutcome, State, progress_of
 from kopf_outcomes._kopf.marks import Parked, Rechecking, Retained
@@ -25,23 +27,32 @@ from kopf_outcomes.outcomes import Pending
 
 def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, KopfOutcome],
             quiet: Collection[HandlerId], records: Mapping[str, MemoryRecord],
-            waits: Collection[float]) -> Pending | float | None:
+            waits: Collection[float], held: Mapping[str, float | None]) -> Pending | float | None:
     """What the parent waits for: a Pending if every unfinished child waits for us; else, if some
     do, the delay of Kopf's retry of the children; else None (Kopf's retry as it is). ``quiet``:
     the rechecking children not run now, or run with nothing new to store; ``waits``: the seconds
-    until our rechecking children are due."""
+    until our rechecking children are due; ``held``: the children not run because their other
+    objects are unknown (never "none"), with when to look again."""
     reasons: list[str] = []
     rechecks: list[float] = []
+    due: list[datetime.datetime] = []  # the children's escalation deadlines: the parent runs at the first
     stock: list[float] = []  # the delays of Kopf's own unfinished children
     now = datetime.datetime.now(datetime.timezone.utc)
     for handler in handlers:
         handler_id, outcome = str(handler.id), outcomes.get(handler.id)
         if outcome is not None and outcome.final:
             continue
+        if handler_id in held and outcome is None:
+            again = held[handler_id]
+            if again is not None:
+                rechecks.append(again)
+            reasons.append(f"{handler_id} is held: its other objects are unknown")
+            continue
         if outcome is not None and isinstance(outcome.exception, (Parked, Rechecking)):
             retained, reason = isinstance(outcome.exception, Retained), str(outcome.exception.args[0])
             if isinstance(outcome.exception, Rechecking):
                 rechecks.append(outcome.delay or 0)
+            due.extend(filter(None, [deadlines.moment(outcome.exception.deadline)]))
         elif outcome is not None:
             stock.append(outcome.delay or 0)
             continue
@@ -59,10 +70,13 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
             retained, reason = record["outcome"] == "retained", record["reason"]
             if record.get("recheck"):
                 rechecks.append(float(record["recheck"]))
+            if not retained:
+                due.extend(filter(None, [deadlines.moment(record.get("deadline"))]))
         verb = "retains the finalizer" if retained else "is pending"
         reasons.append(f"{handler_id} {verb}: {memory.stored_reason(reason)}")
     if not reasons:
         return None
     if stock:
         return min([*stock, *waits])
-    return Pending("sub-handlers wait: " + "; ".join(reasons), recheck=min(rechecks) if rechecks else None)
+    parent = Pending("sub-handlers wait: " + "; ".join(reasons), recheck=min(rechecks) if rechecks else None)
+    return deadlines.at(parent, min(due)) if due else parent

@@ -37,6 +37,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
+from kopf_outcomes._kopf.states import digest, remembered
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
@@ -210,20 +211,6 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
     return wait if wait > requeue.TOLERANCE else 0.0
 
 
-def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False) -> str:
-    """The digest of the state the handler depends on; ``patched``: of the object as this cycle's
-    pending patch will leave it (what is remembered), else as it is now (what is compared)."""
-    body = raw_body_of(cause)
-    if body is None:
-        return ""
-    options = options_of(plugins, handler, cause)
-    results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
-    owned = engine.owned_fields(plugins, cause.logger)
-    return memory.digest(body, depends_on=options.depends_on, excluded=[*results, *cycle.writes.fields, *owned],
-                         excluded_prefixes=cycle.writes.prefixes,
-                         patch=getattr(cause, "patch", None) if patched else None)
-
-
 def track(cycle: Cycle, handlers: Collection[Handler]) -> None:
     """The handlers of this cycle that have a memory and did not conclude now (parked ones)."""
     for handler in handlers:
@@ -249,7 +236,7 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
         record = records.get(handler_id)
         if record is None or (not concluded and record["digest"] != digest(plugins, own, handler, cause)):
             continue  # gone, or its state changed before this cycle: it wakes as it should
-        state_digest = digest(plugins, own, handler, cause, patched=True)
+        state_digest = remembered(plugins, own, handler, cause)
         if record["digest"] != state_digest:
             memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": state_digest}),
                          cause.logger, cycle.keys, known=cycle.records)
@@ -324,7 +311,8 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     taken = cycle.objects.get(handler_id)
     if taken is None:
         return Memory(previous=previous, digest=state_digest,
-                      idempotency_key=memory.idempotency_key(uid, handler_id, state_digest))
+                      idempotency_key=memory.idempotency_key(uid, handler_id, state_digest),
+                      objects=dependents.unknown_objects(cycle.kind, handler))
     refs, fingerprint = taken
     return Memory(previous=previous, digest=state_digest,
                   idempotency_key=memory.idempotency_key(uid, handler_id, state_digest + fingerprint),

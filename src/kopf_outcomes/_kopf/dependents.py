@@ -6,10 +6,14 @@ process, or as its memory stored it); and what wakes the handlers that wait on t
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from kopf_outcomes import objects
-from kopf_outcomes._kopf.internals import CHANGE, Cause, Handler, raw_body_of
+from kopf_outcomes._kopf import listing
+from kopf_outcomes._kopf.internals import CHANGE, SUBHANDLER, Cause, Handler, raw_body_of
+from kopf_outcomes.errors import ObjectsUnknownError
 from kopf_outcomes.kinds import Kind
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.objects import ObjectRef
@@ -23,33 +27,80 @@ _seen: collections.OrderedDict[tuple[str, str], str] = collections.OrderedDict()
 SEEN_LIMIT = 65536
 
 
-def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[str, Taken], set[str]]:
-    """Before any handler runs: the other objects of each handler that depends on some (change
-    handlers only: another kind is told once that it has none); and the handlers whose objects
-    are unknown (their index is not the operator's): they must not run as if none existed (a
-    deletion would release its finalizer with its children left)."""
+def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[str, Taken], dict[str, float | None]]:
+    """
+    Before any handler runs: the other objects of each change handler that depends on some; and
+    the handlers whose objects are unknown, which must not run as if none existed (a deletion
+    would release its finalizer with its children left), with when to look again (None: at the
+    object's next change). Unknown: an index the operator does not have; one whose listing is under
+    way (:mod:`.listing`: a namespace that appeared after the start); a sub-handler's objects (held,
+    its parent parked). Another kind is told once that its objects are unknown: it runs, and
+    ``recall().objects`` raises there (:func:`unknown_objects`).
+    """
     body, indices = raw_body_of(cause), getattr(cause, "indices", None)
     taken: dict[str, Taken] = {}
-    unknown: set[str] = set()
+    unknown: dict[str, float | None] = {}
     for handler in handlers:
         sources = objects.sources_of(handler.fn)
         if not sources or body is None or indices is None:
             continue
+        if kind is SUBHANDLER:
+            unknown[str(handler.id)] = None  # parked: a recheck would count against the parent's retries=
+            parent = str(handler.id).rpartition("/")[0]
+            _refuse(handler, cause, f"{handler} is a sub-handler and depends on other objects, which only a change"
+                                    f" handler can: it does not run, and its parent keeps the object's finalizer"
+                                    f" (parked). Declare depends_on_objects(...) on"
+                                    f" {parent!r}, the change handler that runs it, and read recall().objects there.")
+            continue
         if kind is not CHANGE:
-            _refuse(handler, cause, f"{handler} depends on other objects, which only a change handler can do"
-                                    f" (this one is a {kind.value} handler): they are ignored here.")
+            _refuse(handler, cause, f"{handler} depends on other objects, which only a change handler can (this one"
+                                    f" is a {kind.value} handler): recall().objects raises ObjectsUnknownError here.")
             continue
         missing = objects.unindexed(sources, indices)
         if missing:
-            unknown.add(str(handler.id))
+            unknown[str(handler.id)] = None
             _refuse(handler, cause, f"{handler} depends on other objects whose Kopf index the operator does not"
                                     f" have ({', '.join(source.index for source in missing)}): it does not run."
                                     " Pass the operator's registry to depends_on_objects(..., registry=...), and"
                                     " declare it before the operator starts.")
             continue
+        being_listed = listing.unlisted({source.index for source in sources})
+        if being_listed:
+            unknown[str(handler.id)] = LISTING_RECHECK
+            _refuse(handler, cause, f"{handler} waits for Kopf to list its other objects ({'; '.join(being_listed)}:"
+                                    " a namespace that appeared after the start): it runs when they are listed.",
+                    level=logging.INFO)
+            continue
         refs = objects.lookup(sources, body, indices)
         taken[str(handler.id)] = (refs, objects.fingerprint(refs))
     return taken, unknown
+
+
+LISTING_RECHECK = 1.0  # seconds: how often a handler held for a listing under way looks again (no writes)
+
+
+class UnknownObjects(tuple):  # type: ignore[type-arg]
+    """``recall().objects`` where they cannot be known: reading it in any way raises, so that no
+    handler can take "unknown" for "none" (``if recall().objects:`` included)."""
+
+    message: str
+
+    def _raise(self, *_: object) -> Any:
+        raise ObjectsUnknownError(self.message)
+
+    __bool__ = __len__ = __iter__ = __getitem__ = __contains__ = _raise
+
+
+def unknown_objects(kind: Kind, handler: Handler) -> tuple[ObjectRef, ...]:
+    """What ``recall().objects`` is for a handler whose objects were not taken: none if it declares
+    none; else unknown (another kind than a change handler: see :func:`take`)."""
+    if not objects.sources_of(handler.fn):
+        return ()
+    unknown = UnknownObjects()
+    unknown.message = (f"{handler} depends on other objects, but they are unknown in a handler of kind"
+                       f" {kind.value!r}: only a change handler's other objects are known (a sub-handler's"
+                       f" and a timer's are not). Declare depends_on_objects(...) on a change handler.")
+    return unknown
 
 
 def previous(cause: Cause, handler_id: str, record: MemoryRecord | None) -> str | None:
@@ -100,14 +151,14 @@ def changed(taken: Mapping[str, Taken], handlers: Collection[Handler], cause: Ca
                for handler in handlers if str(handler.id) in taken)  # all indexed: see take()
 
 
-_refused: set[str] = set()
+_refused: set[tuple[str, int]] = set()
 
 
-def _refuse(handler: Handler, cause: Cause, message: str) -> None:
-    """A wrong use of other objects: said once per handler, at ERROR."""
-    if str(handler.id) not in _refused:
-        _refused.add(str(handler.id))
-        cause.logger.error(message)
+def _refuse(handler: Handler, cause: Cause, message: str, level: int = logging.ERROR) -> None:
+    """Why a handler's objects are unknown: a wrong use at ERROR, a listing at INFO; once per handler."""
+    if (str(handler.id), level) not in _refused:
+        _refused.add((str(handler.id), level))
+        cause.logger.log(level, message)
 
 
 def _uid(cause: Cause) -> str:

@@ -17,7 +17,10 @@ from collections.abc import Collection, Mapping
 from importlib import metadata
 from typing import Any, NamedTuple
 
+from kopf._cogs.clients import api as kopf_api
+from kopf._cogs.clients import errors as kopf_api_errors
 from kopf._cogs.configs.configuration import OperatorSettings
+from kopf._cogs.structs import finalizers
 from kopf._cogs.structs.ids import HandlerId
 from kopf._core.actions import application, execution
 from kopf._core.actions.execution import (
@@ -45,12 +48,15 @@ from kopf_outcomes.errors import UnsupportedKopfError
 from kopf_outcomes.kinds import Kind
 
 misuse.probe(lambda: handler_var.get(None) is not None)
+APIForbiddenError = kopf_api_errors.APIForbiddenError
 
 __all__ = [
-    "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only",
+    "APIForbiddenError", "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
-    "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "State", "application",
-    "cause_var", "changing_ids", "check_version", "default_backoff", "execution", "handler_var", "kind_of",
+    "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
+    "LifeCycleFn", "OperatorSettings", "State", "application",
+    "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "finalizers",
+    "handler_var", "kind_of",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]
@@ -90,6 +96,7 @@ _KINDS: tuple[tuple[type[Any], Kind], ...] = (
 )
 # The members compared on every cycle, hoisted: an Enum class's attribute costs a Python call.
 CHANGE, SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER
+_ACTIVITY, _AUTHENTICATION = Kind.ACTIVITY, causes.Activity.AUTHENTICATION
 _KIND_OF_TYPE: dict[type[Any], Kind] = {}  # by the cause's exact type, once found
 
 
@@ -110,6 +117,8 @@ def kind_of(cause: Cause, handlers: Collection[Handler]) -> Kind:
         _KIND_OF_TYPE[cause.__class__] = kind
     if kind is CHANGE and handler_var.get(None) is not None:
         return SUBHANDLER
+    if kind is _ACTIVITY and getattr(cause, "activity", None) is _AUTHENTICATION:
+        return Kind.LOGIN
     return kind
 
 
@@ -179,6 +188,27 @@ def changing_ids(registry: Any) -> frozenset[str]:
         return known[1]
     found = frozenset(str(handler.id) for handler in handlers)
     _changing_ids[registry] = (len(handlers), found)
+    return found
+
+
+def index_ids(registry: Any, resource: Any) -> frozenset[str]:
+    """The ids of the operator's indexers of this resource (Kopf's own matching of a handler)."""
+    return frozenset(str(handler.id) for handler in registry._indexing.get_all_handlers()
+                     if handler.selector is None or handler.selector.check(resource))
+
+
+_deletion_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+
+
+def deletion_ids(registry: Any) -> frozenset[str]:
+    """The ids of the operator's change handlers for which Kopf keeps its finalizer (deletion
+    handlers that are not ``optional=``), of every resource."""
+    handlers = list(registry._changing.get_all_handlers())
+    known = _deletion_ids.get(registry)
+    if known is not None and known[0] == len(handlers):
+        return known[1]
+    found = frozenset(str(handler.id) for handler in handlers if handler.requires_finalizer)
+    _deletion_ids[registry] = (len(handlers), found)
     return found
 
 

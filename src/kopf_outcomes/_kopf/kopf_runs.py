@@ -183,6 +183,10 @@ class KopfRun(HandlerRun):
         return self._sources.kind.value
 
     @property
+    def finalizer(self) -> str | None:
+        return self._sources.settings.persistence.finalizer
+
+    @property
     def backoff(self) -> float:
         handler = self._sources.handler
         return float(handler.backoff if handler.backoff is not None else default_backoff(self._sources.settings))

@@ -19,6 +19,7 @@ class Parked(Exception):
     """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
 
     mark = PARKED_MARK
+    deadline: str | None = None  # when it runs again whatever happens (an escalation's), if ever
 
     def __str__(self) -> str:
         return f"{self.args[0]}{self.mark}"
@@ -32,6 +33,8 @@ class Retained(Parked):
 
 class Rechecking(kopf.TemporaryError):
     """A Pending with a recheck, as Kopf sees it."""
+
+    deadline: str | None = None  # as a parked one's
 
 
 class Polling(kopf.TemporaryError):

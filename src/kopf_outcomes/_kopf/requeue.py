@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from kopf_outcomes import objects
+from kopf_outcomes._kopf import listing
 from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
 
@@ -136,10 +137,11 @@ def _listed() -> bool:
 
 
 def wrap_watcher(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Kopf's watcher of a resource, whose workers learn Kopf's pause (every supported Kopf passes it)."""
+    """Kopf's watcher of a resource, whose workers learn Kopf's pause (every supported Kopf passes it),
+    known to :mod:`.listing` until it has listed its resource."""
     async def watcher(**kwargs: Any) -> None:
         _pause.set(kwargs.get("operator_paused"))  # in the watcher's own task: its workers inherit it
-        await original(**kwargs)
+        await listing.watched(original, kwargs)  # an index is complete once listed (unknown is not none)
     return watcher
 
 

@@ -12,12 +12,13 @@ from typing import Any, NamedTuple
 
 import kopf
 
-from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf import dependents
-from kopf_outcomes._kopf.cycle import Cycle, digest
+from kopf_outcomes import engine, memory, wakeups
+from kopf_outcomes._kopf import deadlines, dependents
+from kopf_outcomes._kopf.cycle import Cycle
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
+from kopf_outcomes._kopf.states import remembered, woken_by
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
@@ -61,17 +62,14 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
         logger.info(f"{handler} succeeded.", extra=fields(handler, "success"))
         result = KopfOutcome(final=True, result=KopfResult(outcome.result))
     elif effect is Effect.REFUSE:
-        message = (f"{handler} returned {outcome!r}, which has no meaning in a handler of kind "
-                   f"{cycle.kind.value!r}: {REFUSALS[cycle.kind]}.")
-        logger.error(message, extra=fields(handler, "fatal", message))
-        result = KopfOutcome(final=True, exception=kopf.PermanentError(message))
+        result = refuse(cycle.kind, handler, outcome, logger)
     elif effect is Effect.REJECT:  # the reason is the API server's answer: no marks of ours
         reason = str(outcome)
         logger.log(getattr(outcome, "level", logging.INFO), f"{handler} rejects the request: {reason}",
                    extra=fields(handler, "fatal", reason))
         result = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
     elif isinstance(outcome, Pending):
-        result = pending(handler, run, outcome, effect, logger)
+        result = pending(handler, run, outcome, effect, logger, deadlines.stamp(turn.state, outcome))
     elif isinstance(outcome, Retry):
         result = retry(handler, turn.state, outcome, logger)
         if result.final:  # retries= or timeout= exhausted: a final failure like any other
@@ -84,18 +82,30 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
     return conclude(turn, outcome, result)
 
 
+def refuse(kind: Kind, handler: Handler, outcome: Outcome,
+           logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
+    """An outcome where the kind's row refuses it: a misuse, said at ERROR, final (nothing to remember)."""
+    attach_events()
+    message = (f"{handler} returned {outcome!r}, which has no meaning in a handler of kind "
+               f"{kind.value!r}: {REFUSALS[kind]}.")
+    logger.error(message, extra=fields(handler, "fatal", message))
+    return KopfOutcome(final=True, exception=kopf.PermanentError(message))
+
+
 def pending(handler: Handler, run: HandlerRun, outcome: Pending, effect: Effect,
-            logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
-    """INFO the first time, DEBUG while the same (compared as the memory stores a reason)."""
+            logger: logging.Logger | logging.LoggerAdapter[Any], deadline: str | None = None) -> KopfOutcome:
+    """INFO the first time, DEBUG while the same (compared as the memory stores a reason).
+    A ``deadline`` (:mod:`.deadlines`) rides on the parked or rechecking mark to the memory."""
     previous = run.previous
     same = (previous is not None and previous["outcome"] == "pending"
             and previous["reason"] == memory.stored_reason(outcome.reason))
     logger.log(logging.DEBUG if same else logging.INFO, f"{handler} is pending: {outcome.reason}",
                extra=fields(handler, "pending", outcome.reason, recheck=outcome.recheck))
-    if effect is Effect.PARK:
-        return KopfOutcome(final=False, exception=Parked(outcome.reason), delay=PARKED_DELAY)
-    if effect is Effect.RECHECK:
-        return KopfOutcome(final=False, exception=Rechecking(outcome.reason), delay=outcome.recheck)
+    if effect is Effect.PARK or effect is Effect.RECHECK:
+        mark = Parked(outcome.reason) if effect is Effect.PARK else Rechecking(outcome.reason)
+        mark.deadline = deadline
+        return KopfOutcome(final=False, exception=mark,
+                           delay=PARKED_DELAY if effect is Effect.PARK else outcome.recheck)
     if effect is Effect.POLL:  # Kopf's in-memory retry of this kind: no memory, no requeue
         return KopfOutcome(final=False, exception=Polling(outcome.reason), delay=outcome.recheck)
     return KopfOutcome(final=True)  # SKIP: this tick is over; the timer ticks again at its interval
@@ -175,12 +185,20 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
         if stored in ("pending", "retained") or run.options.remember:
-            new = memory.record(run.previous, digest=digest(plugins, cycle, handler, cause, patched=True),
+            woke = woken_by(plugins, cycle, handler, cause, run.previous)
+            new = memory.record(run.previous, digest=remembered(plugins, cycle, handler, cause),
                                 outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None,
-                                objects=taken[1] if taken is not None else None)
+                                objects=taken[1] if taken is not None else None,
+                                woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
+                                deadline=getattr(result.exception, "deadline", None))
+            if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
+                    new["outcome"], new["reason"]):
+                hint = wakeups.fruitless(handler_id, woke)
+                if hint is not None:
+                    _HINTS.warning(hint)
             if taken is not None:
                 if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
                         and new == {**run.previous, "objects": taken[1]}):
@@ -195,6 +213,10 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.quiet.add(handler_id)  # the same conclusion about the same state: no need to store
     return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result)
+
+
+# Hints about the operator's code, not about an object: logged, never posted as an Event.
+_HINTS = logging.getLogger("kopf_outcomes")
 
 
 def tell(plugins: PluginManager, kind: Kind, keys: MemoryKeys, run: HandlerRun, handler: Handler, cause: Cause,

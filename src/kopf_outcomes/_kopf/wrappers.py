@@ -10,6 +10,7 @@ hands the answer to :mod:`.translation`; everything it does not decide stays Kop
   rechecks sleep there and run again without a write (:mod:`.requeue`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 - ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
+- ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from typing import Any
 import kopf
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import children, cycle, delays, dependents, kopf_runs, requeue, translation
+from kopf_outcomes._kopf import children, cycle, deadlines, delays, dependents, held, kopf_runs, requeue, translation
 from kopf_outcomes._kopf.internals import (
     CHANGE,
     SUBHANDLER,
@@ -42,6 +43,7 @@ from kopf_outcomes._kopf.internals import (
     State,
     application,
     execution,
+    finalizers,
     handler_var,
     no_extra_context,
     progress_of,
@@ -49,10 +51,11 @@ from kopf_outcomes._kopf.internals import (
     with_outcomes,
 )
 from kopf_outcomes._kopf.marks import Parked, Rechecking
+from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import declared
-from kopf_outcomes.outcomes import Fatal, Outcome, Pending
+from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Success
 from kopf_outcomes.runs import HandlerRun
 
 _LOGGER = logging.getLogger("kopf_outcomes")
@@ -73,6 +76,14 @@ class _Decided(BaseException):
         self.subrefs = subrefs  # the sub-handlers it ran, for Kopf to purge their states later
 
 
+class _Refused(BaseException):
+    """A handler's own outcome in a stock kind (``kinds.STOCK``): refused where Kopf called it."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
 class Wrappers:
     """One installation's wrappers of Kopf's functions; ``attach()`` puts them in, ``detach()`` back."""
 
@@ -85,6 +96,7 @@ class Wrappers:
             (application, "apply"): application.apply,
             (queueing, "worker"): queueing.worker,
             (queueing, "watcher"): queueing.watcher,
+            (finalizers, "allow_deletion"): finalizers.allow_deletion,
         }
         # Direct references: every handler run goes through them.
         self._invoke_handler = execution.invoke_handler
@@ -93,6 +105,7 @@ class Wrappers:
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
+        self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
 
     def attach(self) -> None:
         for module, name in self.originals:
@@ -119,10 +132,15 @@ class Wrappers:
         every supported Kopf): a ``**kwargs`` wrapper gathers a dict and unpacks it on every run.
         A Kopf with other parameters gets :meth:`invoke_handler_any` instead (``attach``)."""
         context = cycle.current()
-        if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
-            record = context.records.get(str(handler.id))
-            if record is not None and record.get("recheck"):
-                retry += requeue.quiet_attempts(record, datetime.datetime.now(datetime.timezone.utc))
+        if context is not None:
+            if not context.persists and context.kind in STOCK:  # as decided for the cycle (execute_handlers_once)
+                return await self._invoke_stock(dict(
+                    handler=handler, cause=cause, retry=retry, started=started, runtime=runtime, settings=settings,
+                    lifecycle=lifecycle, subrefs=subrefs, extra_context=extra_context))
+            if context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
+                record = context.records.get(str(handler.id))
+                if record is not None and record.get("recheck"):
+                    retry += requeue.quiet_attempts(record, datetime.datetime.now(datetime.timezone.utc))
         plugins = self.plugins
         try:
             result = await self._invoke_handler(
@@ -153,11 +171,14 @@ class Wrappers:
         Kopf's arguments passed on as they are."""
         handler: Handler = kwargs["handler"]
         context = cycle.current()
-        if context is not None and context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
-            record = context.records.get(str(handler.id))
-            if record is not None and record.get("recheck"):
-                now = datetime.datetime.now(datetime.timezone.utc)
-                kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
+        if context is not None:
+            if not context.persists and context.kind in STOCK:
+                return await self._invoke_stock(kwargs)
+            if context.records:  # quiet rechecks are attempts too (docs/outcomes.md)
+                record = context.records.get(str(handler.id))
+                if record is not None and record.get("recheck"):
+                    now = datetime.datetime.now(datetime.timezone.utc)
+                    kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(record, now)
         plugins = self.plugins
         try:
             result = await self._invoke_handler(**kwargs)
@@ -180,6 +201,20 @@ class Wrappers:
         if outcome is None:
             return result
         raise _Decided(outcome, run, kwargs["subrefs"])
+
+    async def _invoke_stock(self, kwargs: dict[str, Any]) -> Any:
+        """A run of a stock kind: Kopf's own reading of its result or error. A Success is its value
+        (the table's cell); any other outcome of the handler's own is refused."""
+        result: object
+        try:
+            result = await self._invoke_handler(**kwargs)
+        except Outcome as e:
+            result = e
+        if isinstance(result, Success):
+            return result.result
+        if isinstance(result, Outcome):
+            raise _Refused(result)
+        return result
 
     def _run(self, handler: Handler, cause: Cause, retry: int, runtime: datetime.timedelta,
              settings: OperatorSettings) -> HandlerRun:
@@ -298,11 +333,14 @@ class Wrappers:
     ) -> Mapping[HandlerId, KopfOutcome]:
         """Kopf's own selection of awakened handlers, plus the parked ones whose state changed."""
         context = cycle.make(settings, cause, handlers, state)
+        if not context.persists and context.kind in STOCK:  # the one place where a kind is left to stock Kopf
+            return await self._stock_handlers_once(context, lifecycle, settings, handlers, cause, state,
+                                                   extra_context, default_errors)
         parent = cycle.current() if context.kind is SUBHANDLER else None  # the change handler's cycle
         token = cycle.enter(context)
         try:
-            # Handlers whose other objects are unknown (a wrong use, said at ERROR) do not run: ours to hold.
-            unknown = None
+            # Handlers whose other objects are unknown (dependents.take says why) do not run: ours to hold.
+            unknown: dict[str, float | None] | None = None
             if objects.declared:
                 taken, unknown = dependents.take(context.kind, handlers, cause)
                 context.objects.update(taken)
@@ -314,16 +352,30 @@ class Wrappers:
                 handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
                 wait = (None if now is None or handler_state.finished
                         else cycle.recheck_wait(self.plugins, context, h, cause, now))
+                due = None if now is None or handler_state.finished \
+                    else deadlines.wait(context.records.get(str(h.id)), now)
                 if unknown and str(h.id) in unknown:
-                    waiting.append(h.id)
+                    waiting.append(h.id)  # held until its objects are known: no deadline runs it before
+                    again = unknown[str(h.id)]
+                    if again is not None:  # looked at again then (a listing under way; a held sub-handler)
+                        waits.append(again)
+                    continue
+                elif due == 0.0:  # its escalation's deadline has come: it runs, and escalates
+                    handlers_todo.append(h)
+                    woken.append(h)
+                    continue
                 elif wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
                     waiting.append(h.id)
                     waits.append(wait)
                 elif wait is not None or handler_state.awakened:  # due by our schedule, or by Kopf's
                     handlers_todo.append(h)
+                    continue
                 elif cycle.wakes(self.plugins, context, h, cause, handler_state):
                     handlers_todo.append(h)
                     woken.append(h)
+                    continue
+                if due is not None:  # still waiting: it runs at its deadline, without a write before
+                    waits.append(due + deadlines.MARGIN)
             handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
             outcomes: dict[HandlerId, KopfOutcome] = {}
             for handler in handlers_plan:
@@ -351,11 +403,14 @@ class Wrappers:
                 if isinstance(outcome.exception, Rechecking):
                     requeue.ran(str(handler_id))
                     waits.append(self._next_recheck(context, str(handler_id), outcome))
+                due = deadlines.until(outcome.exception.deadline, datetime.datetime.now(datetime.timezone.utc))
+                if due is not None:
+                    waits.append(due + deadlines.MARGIN)
                 if str(handler_id) in context.quiet:  # nothing new to store: Kopf keeps its progress
                     del outcomes[handler_id]
                     waiting.append(handler_id)
             if parent is not None:  # sub-handlers: the parent's run decides the delays
-                waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits)
+                waited = children.waiting(handlers, state, outcomes, waiting, context.records, waits, unknown or {})
                 if waited is not None:
                     parent.children[str(handler_var.get().id)] = waited
                 cycle.track(context, handlers)
@@ -375,6 +430,28 @@ class Wrappers:
                     if context.objects else ()
                 delays.tell(getattr(cause, "patch", None), final, ours, waits, wake,
                             functools.partial(dependents.changed, context.objects, handlers, cause) if wake else None)
+            return outcomes
+        finally:
+            cycle.end(token)
+
+    async def _stock_handlers_once(self, context: cycle.Cycle, lifecycle: LifeCycleFn, settings: OperatorSettings,
+                                   handlers: Collection[Handler], cause: Cause, state: State,
+                                   extra_context: ExtraContext, default_errors: ErrorsMode,
+                                   ) -> Mapping[HandlerId, KopfOutcome]:
+        """Kopf's ``execute_handlers_once`` as it is, with Kopf's own ``execute_handler_once``: no
+        plugin, policy, memory or observer in between; only a handler's own outcome is refused."""
+        token = cycle.enter(context)
+        try:
+            handlers_todo = [h for h in handlers if state[h.id].awakened]
+            handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
+            outcomes: dict[HandlerId, KopfOutcome] = {}
+            for handler in handlers_plan:
+                try:
+                    outcomes[handler.id] = await self._execute_handler_once(
+                        settings=settings, handler=handler, state=state[handler.id], cause=cause,
+                        lifecycle=lifecycle, extra_context=extra_context, default_errors=default_errors)
+                except _Refused as refused:
+                    outcomes[handler.id] = translation.refuse(context.kind, handler, refused.outcome, cause.logger)
             return outcomes
         finally:
             cycle.end(token)

@@ -12,6 +12,7 @@ import click
 from kopf_outcomes.diagnosis import progress, render
 from kopf_outcomes.diagnosis.kube import Client, Kind, KubeError
 from kopf_outcomes.diagnosis.report import KOPF_FINALIZER, report
+from kopf_outcomes.diagnosis.scan import scan
 
 _storage_options = [
     click.option("--storage", type=click.Choice(["both", "annotations", "status"]), default="both",
@@ -32,7 +33,7 @@ def storage_options(fn: Any) -> Any:
     return fn
 
 
-def _fail(error: Exception) -> None:
+def _fail(error: Exception | str) -> None:
     raise click.ClickException(str(error))
 
 
@@ -45,11 +46,15 @@ def why(target: str, namespace: str | None, output: str, **options: Any) -> None
     kind_text, slash, name = target.partition("/")
     if not slash or not kind_text or not name:
         raise click.BadParameter(f"{target!r}: expected KIND/NAME, e.g. kopfexamples/my-object", param_hint="TARGET")
+    kind: Kind | None = None
     try:
         client = Client.from_kubeconfig()
         kind = client.resolve(kind_text)
-        body = client.get(kind.path(namespace or client.default_namespace, name))
+        where = namespace or client.default_namespace
+        body = client.get(kind.path(where, name))
     except KubeError as e:
+        if e.status == 404 and kind is not None:
+            _fail(render.not_found(kind, name, where if kind.namespaced else None))
         _fail(e)
         return
     found = report(kind, body, **options)
@@ -58,37 +63,37 @@ def why(target: str, namespace: str | None, output: str, **options: Any) -> None
 
 @click.command()
 @click.argument("kind", required=False)
-@click.option("-n", "--namespace", help="Only this namespace (default: the current context's).")
+@click.option("-n", "--namespace", help="Only this namespace (default: the current context's); "
+                                        "cluster-scoped kinds are read cluster-wide, as kubectl does.")
 @click.option("-A", "--all-namespaces", is_flag=True, help="All namespaces.")
 @storage_options
 def stuck(kind: str | None, namespace: str | None, all_namespaces: bool, output: str, **options: Any) -> None:
-    """Every object being deleted with finalizers held, oldest first, and why (all kinds if KIND is not given)."""
+    """Every object being deleted with finalizers held, oldest first, and why (all kinds if KIND is not given).
+
+    Kinds it could not read (RBAC, a time-out, an API group whose discovery fails) are named with
+    the reason, and the exit status is then 1: objects of those kinds may be stuck too."""
     if namespace and all_namespaces:
         raise click.UsageError("-n/--namespace and -A/--all-namespaces exclude each other")
     try:
         client = Client.from_kubeconfig()
-        kinds = [client.resolve(kind)] if kind else list(client.kinds())
+        discovery = client.discover()
+        kinds = [client.resolve(kind, discovery)] if kind else discovery.kinds
         where = None if all_namespaces else namespace or client.default_namespace
-        found = [report(k, body, **options) for k in kinds
-                 for body in _deleting(client, k, where, strict=kind is not None)]
+        found = scan(client, kinds, where, lambda k, body: report(k, body, **options),
+                     None if kind else discovery)
     except KubeError as e:
         _fail(e)
         return
-    found.sort(key=lambda r: (r["deletionTimestamp"], r["namespace"] or "", r["name"]))
-    click.echo(render.stuck(found) if output == "table" else render.data(found, output))
-
-
-def _deleting(client: Client, kind: Kind, namespace: str | None, *, strict: bool) -> list[dict[str, Any]]:
-    if namespace is not None and not kind.namespaced:
-        return []  # as kubectl: -n lists namespaced kinds; cluster-wide ones need -A
-    try:
-        listing = client.get(kind.path(namespace))
-    except KubeError:
-        if strict:
-            raise
-        return []  # a kind the user may not list, while scanning all kinds: skipped
-    return [dict(item, apiVersion=listing.get("apiVersion"), kind=kind.kind) for item in listing.get("items", [])
-            if (item.get("metadata") or {}).get("deletionTimestamp") and (item.get("metadata") or {}).get("finalizers")]
+    if output == "table":
+        click.echo(render.stuck(found.reports, where=render.where(found.namespace, kinds), unread=found.unread,
+                                read=found.read, narrowed=found.namespace is not None and any(
+                                    k.namespaced for k in kinds)))
+    else:
+        click.echo(render.data(found.reports, output))
+        if found.unread:
+            click.echo(render.unread_note(found.unread), err=True)
+    if not found.complete:
+        raise SystemExit(1)
 
 
 @click.group()

@@ -23,7 +23,23 @@ import kopf
 
 
 class KubeError(Exception):
-    """A request failed or the input names nothing; the message says which and why."""
+    """A request failed or the input names nothing; the message says which and why, and
+    ``status`` the HTTP status of a request the server answered (None otherwise)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def reason(self) -> str:
+        """The message without the request (where the thing read is named beside it)."""
+        text = str(self)
+        return text.split(": ", 1)[1] if text.startswith("GET ") and ": " in text else text
+
+
+PAGE = 500  # objects per list request, as kubectl's --chunk-size
+# Lists of metadata only (the API server's PartialObjectMetadataList), JSON if it cannot.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +51,7 @@ class Kind:
     plural: str
     kind: str
     namespaced: bool
+    aliases: tuple[str, ...] = dataclasses.field(default=(), compare=False, repr=False)  # short, singular
 
     @property
     def api(self) -> str:
@@ -48,6 +65,14 @@ class Kind:
     def path(self, namespace: str | None, name: str | None = None) -> str:
         where = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
         return f"{self.api}{where}/{self.plural}" + (f"/{name}" if name else "")
+
+
+@dataclasses.dataclass
+class Discovery:
+    """The kinds discovered, and the API groups whose discovery failed (with the reason)."""
+
+    kinds: list[Kind] = dataclasses.field(default_factory=list)
+    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 class Client:
@@ -77,53 +102,69 @@ class Client:
             raise KubeError("no kubeconfig: set KUBECONFIG or create ~/.kube/config")
         return cls(info)
 
-    def get(self, path: str, **query: str) -> dict[str, Any]:
+    def get(self, path: str, accept: str | None = None, **query: str) -> dict[str, Any]:
         url = self.server + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        request = urllib.request.Request(url, headers=self._headers)
+        headers = self._headers if accept is None else {**self._headers, "Accept": accept}
+        request = urllib.request.Request(url, headers=headers)
         try:
             with urllib.request.urlopen(request, context=self._context, timeout=30) as response:
                 data: dict[str, Any] = json.loads(response.read())
                 return data
         except urllib.error.HTTPError as e:
             detail = _status_message(e.read()) or e.reason
-            raise KubeError(f"GET {path}: {e.code} {detail}") from None
+            raise KubeError(f"GET {path}: {e.code} {detail}", e.code) from None
         except (urllib.error.URLError, OSError) as e:
             raise KubeError(f"GET {self.server}{path}: {getattr(e, 'reason', e)}") from None
 
-    def kinds(self) -> Iterator[Kind]:
-        """Every listable top-level resource kind the server serves (preferred versions only)."""
-        yield from self._kinds("", "v1")
+    def discover(self) -> Discovery:
+        """Every listable top-level resource kind the server serves (preferred versions only).
+        As kubectl, a group whose discovery fails (an aggregated API whose service is down
+        answers 503) is named among the failures, and the rest is read; only a server whose
+        discovery fails as a whole is an error."""
+        found = Discovery()
+        found.kinds.extend(self._kinds("", "v1"))
         for group in self.get("/apis").get("groups", []):
             preferred = group.get("preferredVersion") or (group.get("versions") or [{}])[0]
             if preferred.get("version"):
-                yield from self._kinds(group["name"], preferred["version"])
+                try:
+                    found.kinds.extend(self._kinds(group["name"], preferred["version"]))
+                except KubeError as e:
+                    found.failures.append((f"{group['name']}/{preferred['version']}", e.reason))
+        return found
 
-    def _kinds(self, group: str, version: str) -> Iterator[Kind]:
+    def _kinds(self, group: str, version: str) -> list[Kind]:
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        for resource in self.get(path).get("resources", []):
-            if "/" not in resource["name"] and "list" in resource.get("verbs", []):
-                yield Kind(group, version, resource["name"], resource.get("kind", ""),
-                           bool(resource.get("namespaced")))
+        return [Kind(group, version, resource["name"], resource.get("kind", ""), bool(resource.get("namespaced")),
+                     tuple(name for name in (*(resource.get("shortNames") or []), resource.get("singularName"))
+                           if name))
+                for resource in self.get(path).get("resources", [])
+                if "/" not in resource["name"] and "list" in resource.get("verbs", [])]
 
-    def resolve(self, text: str) -> Kind:
+    def resolve(self, text: str, discovery: Discovery | None = None) -> Kind:
         """``kopfexamples``, ``kex``, ``KopfExample``, ``kopfexamples.kopf.dev``, ``kopfexamples.v1.kopf.dev``."""
         wanted = text.lower()
         first, _, rest = wanted.partition(".")
-        for kind in self.kinds():
+        discovery = discovery if discovery is not None else self.discover()
+        for kind in discovery.kinds:
             names = {kind.plural, kind.kind.lower()}
-            if not rest and (first in names or first in self._aliases(kind)):
+            if not rest and (first in names or first in kind.aliases):
                 return kind
             if rest and first in names and rest in (kind.group, f"{kind.version}.{kind.group}"):
                 return kind
-        raise KubeError(f"the server has no resource kind {text!r} (try: kubectl api-resources)")
+        unseen = "".join(f"; not discovered: {group} ({why})" for group, why in discovery.failures)
+        raise KubeError(f"the server has no resource kind {text!r} (try: kubectl api-resources){unseen}")
 
-    def _aliases(self, kind: Kind) -> set[str]:
-        # Short and singular names are in discovery too; read them only when the plural missed.
-        path = kind.api
-        for resource in self.get(path).get("resources", []):
-            if resource["name"] == kind.plural:
-                return {*(resource.get("shortNames") or []), resource.get("singularName") or ""} - {""}
-        return set()
+    def metadata(self, kind: Kind, namespace: str | None) -> Iterator[dict[str, Any]]:
+        """The metadata of every object of a kind (never the objects: a Secret's data stays
+        unread), a page at a time, as ``kubectl get`` pages its lists."""
+        token = ""
+        while True:
+            query = {"limit": str(PAGE), **({"continue": token} if token else {})}
+            page = self.get(kind.path(namespace), accept=METADATA_ONLY, **query)
+            yield from ((item.get("metadata") or {}) for item in page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
 
 
 def _status_message(payload: bytes) -> str:

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml  # PyYAML comes with Kopf
 
+from kopf_outcomes.diagnosis.kube import Kind
+
 PARKED_AFTER = 5 * 365 * 24 * 3600  # a Kopf delay this far out is a parked handler's, shown as such
 
 
@@ -63,8 +65,13 @@ def why(report: Mapping[str, Any]) -> str:
         rows.append([handler["id"], handler["state"], record.get("reason") or kp.get("message") or "",
                      short(record.get("since")), str(kp.get("retries", "-")), short(kp.get("started")),
                      _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"),
-                               handler.get("nextRecheck"))])
+                               handler.get("nextRecheck"), handler.get("escalatesAt"))])
     lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
+    for handler in handlers:
+        woken = (handler.get("memory") or {}).get("woken_by")
+        if woken:
+            lines += ["", f"{handler['id']} was woken by a change of (its latest runs, the last first):",
+                      *(f"  {', '.join(paths)}" for paths in reversed(woken))]
     for handler in handlers:
         if handler.get("release"):
             lines += ["", f"{handler['id']} retains the finalizer on purpose. Once the cause is fixed, release it:",
@@ -72,9 +79,34 @@ def why(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def stuck(reports: Sequence[Mapping[str, Any]]) -> str:
+def where(namespace: str | None, kinds: Sequence[Kind]) -> str:
+    """Where ``stuck`` looked, as a phrase: ``in namespace 'x' (cluster-scoped kinds: cluster-wide)``."""
+    if namespace is None:
+        return "in any namespace"
+    if not any(kind.namespaced for kind in kinds):
+        return "cluster-wide (a cluster-scoped kind)"
+    both = any(not kind.namespaced for kind in kinds)
+    return f"in namespace {namespace!r}" + (" (cluster-scoped kinds: cluster-wide)" if both else "")
+
+
+def unread_note(failures: Sequence[tuple[str, str]]) -> str:
+    lines = [f"Not read ({len(failures)}): objects there may be stuck too."]
+    lines += [f"  {what}: {why}" for what, why in failures]
+    return "\n".join(lines)
+
+
+def stuck(reports: Sequence[Mapping[str, Any]], *, where: str = "", unread: Sequence[tuple[str, str]] = (),
+          read: int | None = None, narrowed: bool = False) -> str:
+    """The table of stuck objects; "nothing is stuck" only when every kind was read, and every
+    kind (or API group) not read named with the reason. ``narrowed``: one namespace was read."""
     if not reports:
-        return "No object is being deleted with finalizers held."
+        place = f" {where}" if where else ""
+        kinds = f" ({read} kind{'' if read == 1 else 's'} read)" if read is not None else ""
+        hint = " Every namespace: add -A." if narrowed else ""
+        if not unread:
+            return f"No object is being deleted with finalizers held{place}{kinds}.{hint}"
+        return (f"No object found being deleted with finalizers held{place} among the kinds read{kinds}, "
+                f"but not every kind could be read.{hint}\n{unread_note(unread)}")
     rows = []
     for report in reports:
         waiting = [f"{h['id']}: {h['state']}" for h in report["handlers"] if h["state"] != "succeeded"]
@@ -82,7 +114,16 @@ def stuck(reports: Sequence[Mapping[str, Any]]) -> str:
                      duration(report.get("waitingSeconds")),
                      ",".join(f["name"] for f in report["finalizers"]),
                      "; ".join(waiting) or _unexplained(report)])
-    return table(["NAMESPACE", "OBJECT", "DELETING FOR", "FINALIZERS", "HANDLERS"], rows)
+    found = table(["NAMESPACE", "OBJECT", "DELETING FOR", "FINALIZERS", "HANDLERS"], rows)
+    return found if not unread else f"{found}\n\n{unread_note(unread)}"
+
+
+def not_found(kind: Kind, name: str, namespace: str | None) -> str:
+    """``why`` of an object that is not there: one line, where it looked, where else to look."""
+    if namespace is None:
+        return f"{kind.qualified} {name!r} not found (a cluster-scoped kind: no namespace to choose)."
+    return (f"{kind.qualified} {name!r} not found in namespace {namespace!r}. Another namespace: -n NAMESPACE; "
+            f"every namespace: kubectl get {kind.qualified} -A --field-selector metadata.name={name}")
 
 
 def _unexplained(report: Mapping[str, Any]) -> str:
@@ -98,9 +139,12 @@ def short(stamp: str | None) -> str:
 
 
 def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None,
-              next_recheck: str | None = None) -> str:
+              next_recheck: str | None = None, escalates_at: str | None = None) -> str:
     """When it runs again: a recheck's next grid point (from the memory), Kopf's timer, or for a
-    parked handler what wakes it (the memory's scope)."""
+    parked handler what wakes it (the memory's scope); and the deadline of its escalation."""
+    if escalates_at is not None:
+        sooner = _next_run(delayed, state, depends_on, next_recheck)
+        return f"{sooner}; escalates at {short(escalates_at)}"
     if next_recheck is not None:
         return short(next_recheck)
     moment = _parse(delayed)

@@ -53,6 +53,7 @@ def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "
             "progress": kopf_progress,
             "release": release_command(kind, body, handler_id, finalizer) if state == "retained" else None,
             "nextRecheck": next_recheck(record, now),
+            "escalatesAt": record.get("deadline") if record is not None and state == "pending" else None,
         })
     retained = [h["id"] for h in handlers if h["state"] == "retained"]
     deleted_at = metadata.get("deletionTimestamp")

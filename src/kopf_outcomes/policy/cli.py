@@ -15,6 +15,7 @@ import click
 
 from kopf_outcomes import builtin, engine
 from kopf_outcomes.finalizer import retains
+from kopf_outcomes.kinds import STOCK, Kind
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.policy.errors import PolicyError
@@ -39,6 +40,7 @@ def check_policy(file: Path, no_import: bool) -> None:
     rules = sum(len(scope.exceptions) for scope in _scopes(policy))
     click.echo(f"{file}: valid policy: {len(policy.handlers)} handler scope(s), "
                f"{len(policy.resources)} resource scope(s), {rules} exception rule(s)")
+    click.echo(APPLIES_TO)
 
 
 @click.command("explain")
@@ -79,6 +81,7 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
     settings = plugin.resolver.settings(handler_id, ref)
     click.echo(f"run:         handler {handler_id!r}, resource {ref or '(none)'}, "
                f"retry {retry}, runtime {runtime:g}s" + (", deleting" if deleting else ""))
+    click.echo(APPLIES_TO)
     for name, where in settings.option_sources.items():
         click.echo(f"option:      {name} = {json.dumps(getattr(run.options, name))} ({where})")
 
@@ -125,6 +128,13 @@ def explain(policy_file: Path, handler_id: str, resource: str | None, kind: str 
     unchanged = outcome is None and not (isinstance(stock, Fatal) and on_delete == "retain")
     click.echo(f"outcome:     {_describe(final, run, on_delete)}" + (" — stock Kopf runs it unchanged"
                                                                     if unchanged else ""))
+
+
+# Which kinds of handlers a policy's rules reach: the kinds table's STOCK kinds are stock Kopf's.
+_DECORATORS = {Kind.LOGIN: "@kopf.on.login", Kind.EVENT: "@kopf.on.event", Kind.INDEX: "@kopf.index"}
+APPLIES_TO = (f"applies to:  {', '.join(kind.value for kind in Kind if kind not in STOCK)} handlers; "
+              f"not to {', '.join(kind.value for kind in STOCK)} handlers "
+              f"({', '.join(_DECORATORS.get(kind, kind.value) for kind in STOCK)}: stock Kopf, no policy or plugin)")
 
 
 def load_or_exit(file: Path, *, import_names: bool = True) -> Policy:

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kopf_outcomes import values
-from kopf_outcomes.policy import _toml, validation
+from kopf_outcomes import paths, values
+from kopf_outcomes.policy import _toml, near_misses, validation
 from kopf_outcomes.policy.errors import KeyPath, PolicyError, Problem, deepest_line, render
 from kopf_outcomes.policy.model import (
     OUTCOME_NAMES,
@@ -86,8 +86,10 @@ def loads_policy(text: str, *, source: str = "<string>", pyproject: bool = False
         tool = document.get("tool")
         table = tool.get("kopf-outcomes") if isinstance(tool, dict) else None
         if table is None:
+            near = near_misses.nearest_table(tool, PYPROJECT_TABLE[1]) if isinstance(tool, dict) else None
+            spelt = f"; found [tool.{near}] (did you mean [tool.kopf-outcomes]?)" if near else ""
             raise PolicyError(source, [f"{source}: no [tool.kopf-outcomes] table: "
-                                       f"the policy of a pyproject.toml lives there"])
+                                       f"the policy of a pyproject.toml lives there{spelt}"])
         document = table
     reader = _Reader()
     policy = reader.policy(document)
@@ -212,9 +214,21 @@ def _choice(*names: str) -> Read:
 
 
 def _field_paths(reader: _Reader, value: object, path: KeyPath) -> Any:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+    """Field paths: strings (a dot in a key escaped: 'metadata.labels.app\\.kubernetes\\.io/name')
+    or arrays of segments, kept in their canonical form (kopf_outcomes.paths); a wrong one is left
+    as it is, for the checks to name."""
+    if not isinstance(value, list) or not all(
+            isinstance(item, str) or (isinstance(item, list) and all(isinstance(part, str) for part in item))
+            for item in value):
         return reader.wrong(value, path, 'an array of field paths, such as ["spec.size"]')
-    return tuple(value)
+    return tuple(_canonical_or_as_is(item) for item in value)
+
+
+def _canonical_or_as_is(item: str | list[str]) -> str:
+    try:
+        return paths.canonical(item)
+    except ValueError:
+        return item if isinstance(item, str) else ".".join(item)
 
 
 def _table(cls: type[Any], readers: Mapping[str, Read], required: tuple[str, ...] = (),
@@ -264,27 +278,43 @@ def _keyed(item: Read) -> Read:
     return read
 
 
+def _exception_rules(rules: Read) -> Read:
+    """The rules by exception name; a name TOML split at its dots is one problem: quote it."""
+    def read(reader: _Reader, value: object, path: KeyPath) -> Any:
+        if isinstance(value, dict):
+            value = dict(value)
+            for name, item in list(value.items()):
+                for dotted in near_misses.split_names(name, item, _RULE_READERS):
+                    scope = "".join(f"{key}." for key in path)
+                    reader.problems.append(Problem((*path, name), near_misses.quote_hint(scope, dotted)))
+                    value.pop(name, None)
+        return rules(reader, value, path)
+    return read
+
+
 _BACKOFF = _table(Backoff, {"base": _seconds, "factor": _number("a number"), "cap": _seconds,
                             "jitter": _number("a fraction from 0 to 1")}, required=("base",))
 _ESCALATE = _steps(_table(Escalation, {"after_tries": _count, "after_seconds": _seconds,
                                        "level": _level, "outcome": _choice("fatal")}))
-_RULE = _table(ExceptionRule, {
+_RULE_READERS: dict[str, Read] = {
     "outcome": _choice(*OUTCOME_NAMES),
     "level": _level,
     "delay": _seconds,
     "backoff": _BACKOFF,
     "escalate": _ESCALATE,
-}, partial=True)
+}
+_RULE = _table(ExceptionRule, _RULE_READERS, partial=True)
 _SCOPE_READERS: dict[str, Read] = {
     "explicit_completion": _boolean,
     "depends_on": _field_paths,
     "remember": _boolean,
     "fatal_on_delete": _choice(*values.FATAL_ON_DELETE),
+    "ignore": _field_paths,
     "levels": _table(Levels, {"retry": _level, "fatal": _level}),
     "delay": _seconds,
     "backoff": _BACKOFF,
     "escalate": _ESCALATE,
-    "exceptions": _keyed(_RULE),
+    "exceptions": _exception_rules(_keyed(_RULE)),
 }
 _SCOPE = _table(Scope, _SCOPE_READERS, partial=True)
 _TOP_ONLY = {"handlers": _keyed(_SCOPE), "resources": _keyed(_SCOPE)}

@@ -105,6 +105,7 @@ class Scope:
     depends_on: tuple[str, ...] | None = None
     remember: bool | None = None
     fatal_on_delete: FatalOnDelete | None = None
+    ignore: tuple[str, ...] | None = None
     levels: Levels = Levels()
     delay: float | None = None
     backoff: Backoff | None = None

@@ -12,7 +12,7 @@ import logging
 from kopf_outcomes import builtin
 from kopf_outcomes.hookspecs import hookimpl
 from kopf_outcomes.options import HandlerOptions
-from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
+from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success, with_deadline
 from kopf_outcomes.policy.model import Backoff, Escalation, ExceptionRule, Policy
 from kopf_outcomes.policy.resolution import Resolver, Setting, Settings
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
@@ -104,7 +104,21 @@ def escalated(outcome: Outcome, steps: tuple[Escalation, ...], settings: Setting
         reason = f"{outcome.reason} (escalated to fatal {describe_threshold(fatal)})"
         return Fatal(reason, level=level)
     if isinstance(outcome, Retry) and levels and max(levels) > outcome.level:
-        return Retry(outcome.reason, delay=outcome.delay, level=max(levels))
+        outcome = Retry(outcome.reason, delay=outcome.delay, level=max(levels))
+    return _due(outcome, steps, run) if fatal is None else outcome
+
+
+def _due(outcome: Outcome, steps: tuple[Escalation, ...], run: HandlerRun) -> Outcome:
+    """A time-based fatal step not reached yet is a deadline: a Pending runs again then (a parked
+    one would run only on a change), and a Retry no later than then (its delay is cut)."""
+    limits = [step.after_seconds for step in steps if step.outcome == "fatal" and step.after_seconds is not None]
+    if not limits:
+        return outcome
+    limit = min(limits)
+    if isinstance(outcome, Pending):
+        return with_deadline(outcome, limit)
+    if isinstance(outcome, Retry) and run.runtime + outcome.delay > limit:
+        return Retry(outcome.reason, delay=max(0.0, limit - run.runtime), level=outcome.level)
     return outcome
 
 

@@ -8,7 +8,7 @@ import importlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 
-from kopf_outcomes import values
+from kopf_outcomes import paths, values
 from kopf_outcomes.outcomes import Outcome
 from kopf_outcomes.policy.errors import KeyPath, Problem
 from kopf_outcomes.policy.model import (
@@ -81,10 +81,12 @@ def check(policy: Policy, *, import_names: bool = True) -> list[Problem]:
 
 
 def _scope(scope: Scope, path: KeyPath, import_names: bool) -> Iterator[Problem]:
-    for index, field in enumerate(scope.depends_on or ()):
-        if not field or any(not part for part in field.split(".")):
-            yield Problem((*path, "depends_on", index),
-                          f'must be a field path such as "spec.size", got {field!r}')
+    for name in ("depends_on", "ignore"):
+        for index, field in enumerate(getattr(scope, name) or ()):
+            try:
+                paths.parse(field)
+            except ValueError:
+                yield Problem((*path, name, index), f'must be a field path such as "spec.size", got {field!r}')
     yield from _value_rule(values.fatal_on_delete, scope.fatal_on_delete, (*path, "fatal_on_delete"))
     yield from _levels(scope.levels, (*path, "levels"))
     yield from _timing(scope.delay, scope.backoff, path)

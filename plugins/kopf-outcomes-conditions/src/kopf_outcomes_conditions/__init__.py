@@ -13,9 +13,9 @@ from typing import Any
 from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, Retry, Success, hookimpl
 from kopf_outcomes import memory as _memory
 from kopf_outcomes.finalizer import retains
-from kopf_outcomes_conditions.conventions import SUMMARY, condition_type, merged, now, summary, updated
+from kopf_outcomes_conditions.conventions import SUMMARY, condition_type, merged, now, summary, summary_type, updated
 
-__all__ = ["FIELD", "SUMMARY", "condition_type"]
+__all__ = ["FIELD", "SUMMARY", "condition_type", "summary_type"]
 
 FIELD = "status.conditions"
 
@@ -35,10 +35,11 @@ def kopf_outcomes_observe_outcome(run: HandlerRun, outcome: Outcome, patch: Muta
     pending = patch.get("status", {}).get("conditions")
     before: list[dict[str, Any]] = list(
         pending if pending is not None else (run.body.get("status") or {}).get("conditions") or [])
-    at, kind = now(), condition_type(run.handler_id)
+    finalizer = run.finalizer
+    at, kind, total = now(), condition_type(run.handler_id, finalizer), summary_type(finalizer)
     conditions = merged(before, updated(_find(before, kind), kind, status, reason, message, generation, at))
-    others = [c for c in conditions if c.get("type") != SUMMARY]  # the summary stays last
-    conditions = [*others, summary(others, generation, _find(before, SUMMARY), at)]
+    others = [c for c in conditions if c.get("type") != total]  # the summary stays last
+    conditions = [*others, summary(others, generation, _find(before, total), at, finalizer)]
     if conditions != before:
         patch.setdefault("status", {})["conditions"] = conditions
 

@@ -36,7 +36,8 @@ class Observer:
     def outcome(self, run: HandlerRun, outcome: Outcome, *, now: float | None = None) -> None:
         resource = str(run.resource) if run.resource is not None else ""
         name, level = labels_of(outcome)
-        self.metrics.outcomes.labels(resource, run.handler_id, name, level).inc()
+        label = handler_label(run.handler_id, run.kind)
+        self.metrics.outcomes.labels(resource, label, name, level).inc()
         if not self.failures_reported and isinstance(outcome, Retry):
             match = _PLUGIN_FAILURE.match(outcome.reason)
             if match and type(outcome).__name__ == "PluginFailure":
@@ -49,10 +50,10 @@ class Observer:
         state: str | None = None
         if isinstance(outcome, Success):
             started = self.clock.stop(uid, handler, cause)
-            if started is None:
+            if started is None and waited(run.previous):
                 started = _since(run.previous)  # waited before a restart: the memory knows since when
             if started is not None:
-                self.metrics.wait.labels(resource, handler, cause).observe(max(0.0, now - started))
+                self.metrics.wait.labels(resource, label, cause).observe(max(0.0, now - started))
             self.clock.forget(uid, handler)
         elif isinstance(outcome, (Pending, Retry)):
             self.clock.start(uid, handler, cause, now)
@@ -61,7 +62,7 @@ class Observer:
             self.clock.forget(uid, handler)
             state = "retained" if retains(run, outcome) else None
         if self.waiting is not None:
-            self.waiting.set(uid, resource, handler, state)
+            self.waiting.set(uid, resource, handler, state, label)
 
     def object(self, resource: ResourceRef | None, body: Mapping[str, Any], waiting: Mapping[str, str]) -> None:
         """The core's report of one object's waiting handlers, on every cycle (restarts included)."""
@@ -81,6 +82,19 @@ class Observer:
 
     def plugin_failed(self, plugin: str) -> None:
         self.metrics.plugin_failures.labels(plugin).inc()
+
+
+def handler_label(handler_id: str, kind: str) -> str:
+    """The ``handler`` label: a handler's id, bounded by the operator's code. A sub-handler's id
+    may be built from data (one per item, per object), so sub-handlers are counted together
+    under the first segment of their id (their declared handler's) as ``<handler>/*``."""
+    return f"{handler_id.split('/', 1)[0]}/*" if kind == "sub-handler" else handler_id
+
+
+def waited(previous: Mapping[str, Any] | None) -> bool:
+    """Whether the memory says the handler was waiting (its last conclusion a Pending or a Retry):
+    only then is its ``since`` the start of a wait (with ``remember``, a success has one too)."""
+    return previous is not None and previous.get("outcome") in ("pending", "retry")
 
 
 def labels_of(outcome: Outcome) -> tuple[str, str]:

@@ -6,6 +6,7 @@ The scrape runs in the HTTP server's thread while Kopf updates this in its event
 """
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Mapping
 
@@ -15,34 +16,47 @@ LabelSet = tuple[str, str, str]  # resource, handler, state
 
 
 class Waiting:
-    """Per object, per handler: which of ``WAITING_STATES`` it is in, if any."""
+    """Per object, per handler: which of ``WAITING_STATES`` it is in, if any, and under which
+    ``handler`` label it is counted (sub-handlers are counted under their handler's)."""
+
+    MAX_IDLE_SERIES = 1000  # label sets kept at 0 after their last waiting object: at most these
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._objects: dict[str, dict[str, tuple[str, str]]] = {}
-        self._seen: set[LabelSet] = set()  # label sets once reported stay, at 0, not vanish
+        self._objects: dict[str, dict[str, tuple[str, str, str]]] = {}
+        # Label sets once reported stay, at 0, rather than vanish (a gauge that falls to zero is
+        # read as such); the oldest idle ones go beyond MAX_IDLE_SERIES, so that the series stay
+        # bounded whatever ids the handlers had.
+        self._seen: collections.OrderedDict[LabelSet, None] = collections.OrderedDict()
 
     def replace(self, uid: str, resource: str, waiting: Mapping[str, str]) -> None:
         """All handlers of one object, as the core saw them in a processing cycle."""
-        entries = {handler: (resource, _checked(state)) for handler, state in waiting.items()}
+        entries = {handler: (resource, _checked(state), handler) for handler, state in waiting.items()}
         with self._lock:
             if entries:
                 self._objects[uid] = entries
             else:
                 self._objects.pop(uid, None)
-            self._seen.update((resource, handler, state) for handler, (resource, state) in entries.items())
+            for resource_, state, label in entries.values():
+                self._saw((resource_, label, state))
 
-    def set(self, uid: str, resource: str, handler: str, state: str | None) -> None:
+    def set(self, uid: str, resource: str, handler: str, state: str | None, label: str | None = None) -> None:
         """One handler of one object, after a run: waiting in ``state``, or not waiting (None)."""
         with self._lock:
             entries = self._objects.setdefault(uid, {})
             if state is None:
                 entries.pop(handler, None)
             else:
-                entries[handler] = (resource, _checked(state))
-                self._seen.add((resource, handler, state))
+                entries[handler] = (resource, _checked(state), label or handler)
+                self._saw((resource, label or handler, state))
             if not entries:
                 del self._objects[uid]
+
+    def _saw(self, labels: LabelSet) -> None:
+        self._seen[labels] = None
+        self._seen.move_to_end(labels)
+        while len(self._seen) > self.MAX_IDLE_SERIES:
+            self._seen.popitem(last=False)
 
     def state(self, uid: str, handler: str) -> str | None:
         with self._lock:
@@ -53,8 +67,8 @@ class Waiting:
         with self._lock:
             counts = dict.fromkeys(self._seen, 0)
             for entries in self._objects.values():
-                for handler, (resource, state) in entries.items():
-                    counts[(resource, handler, state)] += 1
+                for resource, state, label in entries.values():
+                    counts[(resource, label, state)] = counts.get((resource, label, state), 0) + 1
         return counts
 
 

@@ -55,6 +55,7 @@ class GoBuild:
     sibling_prefix: str  # the locally-replaced modules we must pin to published versions
     sibling_version: str
     ldflags: str
+    instead: str = f"set {ASSETS_ENV} to a folder with kube-apiserver and etcd"  # the other way to get it
 
 
 def _kube_ldflags(version: str) -> str:
@@ -97,7 +98,25 @@ CONTROLLER_MANAGER = GoBuild(
     ldflags=_kube_ldflags(KUBERNETES_VERSION),
 )
 
+# Prometheus and promtool, for the tests of the Prometheus plugin's alert rules and scraping, where
+# Debian's package cannot be installed (no root): built the same way (its go.mod replaces klog).
+PROMETHEUS_VERSION = "v2.53.4"  # an LTS release; its Go module is tagged v0.53.4
+PROMETHEUS_BUILDS = tuple(
+    GoBuild(
+        binary=binary,
+        module="github.com/prometheus/prometheus",
+        version="v0" + PROMETHEUS_VERSION[2:],
+        package=f"github.com/prometheus/prometheus/cmd/{binary}",
+        sibling_prefix="github.com/prometheus/prometheus/",
+        sibling_version="v0" + PROMETHEUS_VERSION[2:],
+        ldflags=f"-s -w -X github.com/prometheus/common/version.Version={PROMETHEUS_VERSION[1:]}",
+        instead="install Debian's prometheus package (as root: apt-get install prometheus)",
+    )
+    for binary in ("promtool", "prometheus")
+)
+
 _LOCAL_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+\.\.?/", re.MULTILINE)
+_PUBLISHED_REPLACE = re.compile(r"^\s*(?:replace\s+)?(\S+(?:\s+v\S+)?\s+=>\s+\S+\s+v\S+)\s*$", re.MULTILINE)
 _GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
 
 
@@ -155,6 +174,17 @@ def build_controller_manager(progress: Progress) -> Path:
     return bin_dir() / CONTROLLER_MANAGER.binary
 
 
+def build_prometheus(progress: Progress) -> Path:
+    """Build (or find cached) the pinned promtool and prometheus; return their folder."""
+    _build_missing(prometheus_dir(), PROMETHEUS_BUILDS, progress)
+    return prometheus_dir()
+
+
+def prometheus_dir() -> Path:
+    """The cache folder of the Go-built promtool and prometheus."""
+    return cache_root() / "bin" / "prometheus"
+
+
 def bin_dir() -> Path:
     """The cache folder of one pinned Kubernetes version's binaries."""
     return cache_root() / "bin" / KUBERNETES_VERSION
@@ -191,8 +221,7 @@ def _build_missing(folder: Path, builds: tuple[GoBuild, ...], progress: Progress
         names = " and ".join(f"{b.binary} {b.version}" for b in _missing(folder, builds))
         raise ClusterError(
             f"the Go toolchain (`go`) is not on PATH; it is needed once to build {names}",
-            f"install Go >= 1.24 (https://go.dev/dl/) and add it to PATH, or set {ASSETS_ENV}"
-            " to a folder with the binaries")
+            f"install Go >= 1.24 (https://go.dev/dl/) and add it to PATH, or {builds[0].instead}")
     with file_lock(folder / ".build.lock"):
         for build in _missing(folder, builds):  # again: another process may have built meanwhile
             _build(go, build, folder, progress)
@@ -256,7 +285,8 @@ def _build(go: str, build: GoBuild, folder: Path, progress: Progress) -> None:
 
 
 def _throwaway_gomod(build: GoBuild, upstream: str) -> str:
-    """A main module requiring ``build.module`` with its local replaces made published ones."""
+    """A main module requiring ``build.module`` with its local replaces made published ones, and
+    its replaces by published modules kept (a main module's replaces are the only ones Go reads)."""
     siblings = sorted({m for m in _LOCAL_REPLACE.findall(upstream)
                        if m.startswith(build.sibling_prefix)})
     go_directive = _GO_DIRECTIVE.search(upstream)
@@ -265,6 +295,7 @@ def _throwaway_gomod(build: GoBuild, upstream: str) -> str:
         lines += [f"go {go_directive.group(1)}", ""]
     lines += [f"require {build.module} {build.version}", "", "replace ("]
     lines += [f"\t{m} => {m} {build.sibling_version}" for m in siblings]
+    lines += [f"\t{' '.join(line.split())}" for line in _PUBLISHED_REPLACE.findall(upstream)]
     lines += [")", ""]
     return "\n".join(lines)
 
@@ -306,7 +337,7 @@ class _StepRunner:
                 f"building {self.build.binary} {self.build.version} failed:"
                 f" `go {' '.join(args[:2])}` exited with code {proc.returncode}",
                 f"fix the cause in the log {self.log_path} (the Go module proxy must be reachable)"
-                f" and retry, or set {ASSETS_ENV} to a folder with kube-apiserver and etcd",
+                f" and retry, or {self.build.instead}",
                 log_tail(self.log_path.read_text(errors="replace"), title=str(self.log_path)))
         return stdout
 

@@ -65,11 +65,16 @@ def up(port: int | None, etcd_port: int | None, timeout: float, controllers: boo
 @cluster.command()
 @click.option("--controllers", is_flag=True,
               help="Also build kube-controller-manager (for `up --controllers`).")
-def build(controllers: bool) -> None:
+@click.option("--prometheus", is_flag=True,
+              help="Instead, build promtool and prometheus (the tests of the Prometheus plugin need them).")
+def build(controllers: bool, prometheus: bool) -> None:
     """Build kube-apiserver and etcd once with Go (minutes), into the cache; print the folder.
 
     Not needed when ``KUBEBUILDER_ASSETS`` names envtest's binaries (``setup-envtest use -p path``).
     """
+    if prometheus:
+        click.echo(str(_or_exit(lambda: binaries.build_prometheus(_progress))))
+        return
     found = _or_exit(lambda: binaries.build_binaries(_progress))
     if controllers:
         _or_exit(lambda: binaries.build_controller_manager(_progress))

@@ -1,0 +1,76 @@
+"""
+Deadlines of waiting handlers: a Pending under a time-based escalation (``after_seconds`` with
+``outcome = "fatal"``) runs again at its deadline even if nothing changes, so that the escalation
+is decided then; a parked Pending would otherwise run only on a change, and never escalate.
+
+The deadline is the moment the escalation is reached: Kopf's ``started`` of the handler plus the
+threshold (what :attr:`HandlerRun.runtime` is compared with). It is stored in the handler's
+memory, in the same PATCH as its conclusion, and scheduled like a recheck (:mod:`.requeue`): the
+object's worker sleeps until then and queues the object's last event again, with no write before
+it. A restart, a resume or a takeover re-arms it from the memory; one missed while no replica
+ran is due at once.
+"""
+from __future__ import annotations
+
+import datetime
+
+from kopf_outcomes._kopf.internals import HandlerState
+from kopf_outcomes.memory import MemoryRecord
+from kopf_outcomes.outcomes import Outcome, Pending, deadline_of
+
+# Seconds slept past a deadline: the run then finds the escalation reached (Kopf measures its
+# runtime by the loop's clock, the deadline is by the wall clock), never just short of it.
+MARGIN = 0.2
+
+
+class Waiting(Pending):
+    """A parent's Pending while its sub-handlers wait, due at the first of their deadlines: the
+    parent then runs, and runs the child whose deadline it is (children run only in its run)."""
+
+    deadline: str
+
+
+def at(outcome: Pending, deadline: datetime.datetime) -> Pending:
+    waiting = Waiting(outcome.reason, recheck=outcome.recheck)
+    waiting.deadline = deadline.isoformat()
+    return waiting
+
+
+def stamp(state: HandlerState | None, outcome: Outcome) -> str | None:
+    """The deadline of a Pending that has one, as the memory stores it (UTC, ISO 8601)."""
+    if isinstance(outcome, Waiting):
+        return outcome.deadline
+    runtime = deadline_of(outcome)
+    started = getattr(state, "started", None)
+    if runtime is None or not isinstance(started, datetime.datetime):
+        return None
+    if started.tzinfo is None:  # Kopf keeps naive UTC times
+        started = started.replace(tzinfo=datetime.timezone.utc)
+    try:
+        return (started + datetime.timedelta(seconds=runtime)).isoformat()
+    except OverflowError:  # a threshold beyond the calendar: never reached, nothing to schedule
+        return None
+
+
+def wait(record: MemoryRecord | None, now: datetime.datetime) -> float | None:
+    """Seconds until the deadline of a pending handler (0.0: it has come), None without one."""
+    if record is None or "deadline" not in record or record["outcome"] != "pending":
+        return None
+    return until(record["deadline"], now)
+
+
+def until(deadline: str | None, now: datetime.datetime) -> float | None:
+    found = moment(deadline)
+    return None if found is None else max(0.0, (found - now).total_seconds())
+
+
+def moment(deadline: str | None) -> datetime.datetime | None:
+    """A stored deadline as a time; None if none, or one that is not a time (forged: the handler
+    then waits as parked, on a change)."""
+    if not deadline:
+        return None
+    try:
+        found = datetime.datetime.fromisoformat(deadline)
+    except ValueError:
+        return None
+    return found if found.tzinfo is not None else found.replace(tzinfo=datetime.timezone.utc)

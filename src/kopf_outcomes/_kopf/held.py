@@ -1,0 +1,89 @@
+"""
+A finalizer that Kopf would release while a deletion handler's memory says it waits: kept.
+
+Kopf removes its finalizer from an object that none of its deletion handlers match any more
+("no handlers requiring it"), mid-deletion too: an object relabelled out of the handlers'
+``labels=`` (moved to another shard), or out of their ``annotations=`` or ``when=``. Nobody decided
+that release: the handler waits for a callback that has not come. So the finalizer stays while
+this operator's memory in the object says one of its deletion handlers waits (``Pending``, or a
+retained ``Fatal``). The operator (shard) that matches the object now runs the handler from that
+memory and releases the finalizer when the handler is done; this one writes nothing for it.
+
+Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
+function of the body as the cycle's merge-patch leaves it, before 1.38 it adds to that patch: the
+memory is read as the cycle leaves it either way, so a handler that concludes now releases as before.
+A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object.
+The way out stays a person's: the release annotation (naming the handler, or ``*``), or a handler
+removed from the code (its memory is then no one's: Kopf releases as it would).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kopf_outcomes import memory, shards
+from kopf_outcomes._kopf.internals import deletion_ids, operator_registry
+
+_LOGGER = logging.getLogger("kopf_outcomes")
+WAITING = frozenset({"pending", "retained"})
+
+# The objects already told about (uid, held handlers): one ERROR per object and set. Bounded.
+_told: collections.OrderedDict[tuple[str, tuple[str, ...]], None] = collections.OrderedDict()
+TOLD_LIMIT = 65536
+
+
+def waiting(body: Mapping[str, Any], patch: Mapping[str, Any] | None, finalizer: str) -> list[str]:
+    """The deletion handlers of this operator whose memory (as the cycle leaves it) says they wait
+    and no person released; an unreadable memory holds nothing (it is read as none everywhere)."""
+    keys = memory.keys_for(finalizer)
+    patched = ((patch or {}).get("metadata") or {}).get("annotations") or {}
+    raw = patched[keys.memory] if keys.memory in patched else \
+        ((body.get("metadata") or {}).get("annotations") or {}).get(keys.memory)
+    if not raw:
+        return []
+    try:
+        records = memory.parse(raw)
+    except ValueError:
+        return []
+    registry = operator_registry.get()
+    ids = deletion_ids(registry) if registry is not None else None  # unknown: every record counts
+    return sorted(handler_id for handler_id, record in records.items()
+                  if record["outcome"] in WAITING
+                  and (ids is None or handler_id.split("/", 1)[0] in ids)
+                  and not memory.release_requested(body, handler_id, keys))
+
+
+def wrap(original: Callable[..., None]) -> Callable[..., None]:
+    """Kopf's ``finalizers.allow_deletion``, which keeps the finalizer while a handler waits."""
+    def allow_deletion(*args: Any, **kwargs: Any) -> None:
+        body = kwargs["body"] if "body" in kwargs else args[0]
+        finalizer = kwargs.get("finalizer")
+        if isinstance(body, Mapping) and isinstance(finalizer, str):
+            if shards.others(body):
+                return None  # another shard's object (or waiting for one): its finalizer is not ours to remove
+            held = waiting(body, kwargs.get("patch"), finalizer)
+            if held:
+                _tell(body, held, finalizer)
+                return None
+        return original(*args, **kwargs)
+    return allow_deletion
+
+
+def _tell(body: Mapping[str, Any], held: list[str], finalizer: str) -> None:
+    meta = body.get("metadata") or {}
+    seen = (str(meta.get("uid")), tuple(held))
+    if seen in _told:
+        return
+    _told[seen] = None
+    while len(_told) > TOLD_LIMIT:
+        _told.popitem(last=False)
+    where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    keys = memory.keys_for(finalizer)
+    _LOGGER.error(
+        f"Kept the finalizer {finalizer!r} of {where}: its deletion handler(s) {', '.join(held)} wait "
+        f"(their memory in {keys.memory!r}), but none of this operator's handlers match the object any "
+        f"more (its labels, annotations or when= moved it out, e.g. to another shard). The operator whose "
+        f"handlers match it now continues from that memory; if none does, give the object back its "
+        f"labels, or release it with the annotation {keys.release}={held[0]} (or '*').")

@@ -1,0 +1,57 @@
+"""
+The state a handler depends on, in a cycle: what its memory compares (``digest``), what it
+remembers (``remembered``: the object as the cycle's patch leaves it), and what changed since
+its previous conclusion (``woken_by``: see :mod:`kopf_outcomes.wakeups`).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kopf_outcomes import engine, wakeups
+from kopf_outcomes._kopf.internals import Cause, Handler, raw_body_of
+from kopf_outcomes._kopf.kopf_runs import options_of
+from kopf_outcomes.digest import hashed, state
+from kopf_outcomes.manager import PluginManager
+from kopf_outcomes.memory import MemoryRecord
+
+if TYPE_CHECKING:
+    from kopf_outcomes._kopf.cycle import Cycle
+
+
+def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False) -> str:
+    """The digest of the state the handler depends on; ``patched``: of the object as this cycle's
+    pending patch will leave it (what is remembered), else as it is now (what is compared)."""
+    body = raw_body_of(cause)
+    return hashed(state_of(plugins, cycle, handler, cause, patched=patched)) if body is not None else ""
+
+
+def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *,
+             patched: bool = False) -> dict[str, Any]:
+    """The state the handler depends on (see :func:`digest`)."""
+    body = raw_body_of(cause)
+    if body is None:
+        return {}
+    options = options_of(plugins, handler, cause)
+    results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
+    owned = engine.owned_fields(plugins, cause.logger)
+    return state(body, depends_on=options.depends_on, excluded=[*results, *cycle.writes.fields, *owned],
+                 excluded_prefixes=cycle.writes.prefixes, ignore=options.ignore or (),
+                 patch=getattr(cause, "patch", None) if patched else None)
+
+
+def remembered(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:
+    """The digest of the state a conclusion is about (the object as the cycle's patch leaves it),
+    its parts kept to tell what wakes the handler next."""
+    chosen = state_of(plugins, cycle, handler, cause, patched=True)
+    found = hashed(chosen)
+    wakeups.remember(found, chosen)
+    return found
+
+
+def woken_by(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
+             previous: MemoryRecord | None) -> list[str] | None:
+    """The paths of the handler's state that changed since its previous conclusion, if known."""
+    if previous is None:
+        return None
+    now = state_of(plugins, cycle, handler, cause)
+    return wakeups.changed(previous["digest"], now) if hashed(now) != previous["digest"] else None

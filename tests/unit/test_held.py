@@ -1,0 +1,150 @@
+"""Kopf's finalizer release, kept while a deletion handler's memory waits or the object is another shard's."""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+import pytest
+from kopf._cogs.structs import finalizers
+
+from kopf_outcomes import shards
+from kopf_outcomes._kopf import held
+from kopf_outcomes._kopf.internals import operator_registry
+from kopf_outcomes.memory import DEFAULT_KEYS, RELEASE_ANNOTATION, keys_for
+
+FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+allow_deletion = held.wrap(finalizers.allow_deletion)
+
+
+@pytest.fixture(autouse=True)
+def _no_shard() -> Iterator[None]:
+    shards.declared = None
+    held._told.clear()
+    yield
+    shards.declared = None
+
+
+def body(records: dict[str, Any] | None, *, labels: dict[str, str] | None = None,
+         annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    found = dict(annotations or {})
+    if records is not None:
+        found[DEFAULT_KEYS.memory] = json.dumps(records)
+    return {"metadata": {"name": "x", "namespace": "ns", "uid": "u1", "finalizers": [FINALIZER, "other/f"],
+                         "labels": labels or {}, "annotations": found}}
+
+
+def record(outcome: str) -> dict[str, Any]:
+    return {"digest": "d", "outcome": outcome, "reason": "r"}
+
+
+@pytest.mark.parametrize("outcome", ["pending", "retained"])
+def test_a_waiting_handler_keeps_the_finalizer_and_says_so_once(outcome: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, "kopf_outcomes")
+    for _ in range(2):
+        found = body({"delete_fn": record(outcome)})
+        allow_deletion(found, finalizer=FINALIZER)
+        assert found["metadata"]["finalizers"] == [FINALIZER, "other/f"]
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    assert "ns/x" in caplog.records[0].message and f"{RELEASE_ANNOTATION}=delete_fn" in caplog.records[0].message
+
+
+@pytest.mark.parametrize("records", [None, {}, {"delete_fn": record("success")}, {"delete_fn": record("fatal")},
+                                     {"delete_fn": record("retry")}])
+def test_nothing_waiting_releases_as_kopf_does(records: dict[str, Any] | None) -> None:
+    found = body(records)
+    allow_deletion(found, finalizer=FINALIZER)
+    assert found["metadata"]["finalizers"] == ["other/f"]
+
+
+def test_an_unreadable_memory_is_read_as_none_here_too() -> None:
+    found = body(None, annotations={DEFAULT_KEYS.memory: "{garbage"})
+    allow_deletion(found, finalizer=FINALIZER)
+    assert found["metadata"]["finalizers"] == ["other/f"]
+
+
+@pytest.mark.parametrize("release", ["delete_fn", "*", "other_fn, delete_fn"])
+def test_a_persons_release_annotation_lets_it_go(release: str) -> None:
+    found = body({"delete_fn": record("pending")}, annotations={RELEASE_ANNOTATION: release})
+    allow_deletion(found, finalizer=FINALIZER)
+    assert found["metadata"]["finalizers"] == ["other/f"]
+
+
+def test_another_operators_memory_holds_nothing() -> None:
+    found = body(None, annotations={keys_for("b.example.com/f").memory: json.dumps({"delete_fn": record("pending")})})
+    allow_deletion(found, finalizer=FINALIZER)
+    assert found["metadata"]["finalizers"] == ["other/f"]
+
+
+def test_the_memory_as_the_cycle_leaves_it_decides_kopf_before_1_38() -> None:
+    """Before 1.38, allow_deletion adds to the cycle's merge-patch, which has the memory's new value."""
+    def old_kopf(*, body: dict[str, Any], patch: dict[str, Any], finalizer: str) -> None:
+        patch.setdefault("metadata", {})["finalizers"] = ["other/f"]
+    old = held.wrap(old_kopf)
+    memory = json.dumps({"delete_fn": record("success")})
+    concluded: dict[str, Any] = {"metadata": {"annotations": {DEFAULT_KEYS.memory: memory}}}
+    old(body=body({"delete_fn": record("pending")}), patch=concluded, finalizer=FINALIZER)
+    assert concluded["metadata"]["finalizers"] == ["other/f"]
+    waits: dict[str, Any] = {}
+    old(body=body({"delete_fn": record("pending")}), patch=waits, finalizer=FINALIZER)
+    assert waits == {}
+
+
+def test_only_the_operators_deletion_handlers_hold_it_and_their_subhandlers() -> None:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.delete("kopf.dev", "v1", "kopfexamples", registry=registry, id="delete_fn")
+    def delete_fn(**_: Any) -> None: ...
+
+    @kopf.on.delete("kopf.dev", "v1", "kopfexamples", registry=registry, optional=True, id="optional_fn")
+    def optional_fn(**_: Any) -> None: ...
+
+    @kopf.on.create("kopf.dev", "v1", "kopfexamples", registry=registry, id="create_fn")
+    def create_fn(**_: Any) -> None: ...
+
+    token = operator_registry.set(registry)
+    try:
+        for released in ({"create_fn": record("pending")}, {"optional_fn": record("pending")},
+                         {"removed_from_the_code": record("pending")}):
+            found = body(released)
+            allow_deletion(found, finalizer=FINALIZER)
+            assert found["metadata"]["finalizers"] == ["other/f"], released
+        for kept in ({"delete_fn": record("pending")}, {"delete_fn/step": record("retained")}):
+            found = body(kept)
+            allow_deletion(found, finalizer=FINALIZER)
+            assert found["metadata"]["finalizers"] == [FINALIZER, "other/f"], kept
+    finally:
+        operator_registry.reset(token)
+
+
+def test_a_shard_removes_no_finalizer_of_another_shards_object(caplog: pytest.LogCaptureFixture) -> None:
+    label = "example.com/shard"
+    assert shards.shard(label, "a") == {label: "a"}
+    for labels in ({label: "b"}, {}):
+        found = body(None, labels=labels)
+        allow_deletion(found, finalizer=FINALIZER)
+        assert found["metadata"]["finalizers"] == [FINALIZER, "other/f"]
+    found = body(None, labels={label: "a"})
+    allow_deletion(found, finalizer=FINALIZER)
+    assert found["metadata"]["finalizers"] == ["other/f"]
+    assert caplog.records == []  # another shard's object is the normal case: nothing to say
+
+
+@pytest.mark.parametrize("label, value, says", [
+    ("", "a", "the label must be a non-empty string"),
+    ("example.com/shard", None, "the value of the label 'example.com/shard' must be a non-empty string"),
+    ("example.com/shard", "", "must be a non-empty string"),
+])
+def test_a_bad_shard_is_refused_with_what_is_wrong(label: str, value: Any, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        shards.shard(label, value)
+    assert shards.declared is None
+
+
+def test_one_process_is_one_shard() -> None:
+    shards.shard("example.com/shard", "a")
+    assert shards.shard("example.com/shard", "a") == {"example.com/shard": "a"}  # again: the same
+    with pytest.raises(ValueError, match="already the shard example.com/shard=a"):
+        shards.shard("example.com/shard", "b")
