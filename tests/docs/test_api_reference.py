@@ -32,7 +32,8 @@ def test_memory_object_refs_and_outcomes_have_all_their_members_listed_and_docum
     assert set(listed["Memory"]) == {f.name for f in dataclasses.fields(Memory)} | {"acted_on_this_state"}
     assert listed["ObjectRef"] == list(ObjectRef._fields)
     for outcome in (Success, Pending, Retry, Fatal):
-        assert set(listed[outcome.__name__]) == {name for name in typing.get_type_hints(outcome) if not name.startswith("_")} - {"args"}, outcome
+        public = {name for name in typing.get_type_hints(outcome) if not name.startswith("_")}
+        assert set(listed[outcome.__name__]) == public - {"args"}, outcome
     source = (ROOT / "src" / "kopf_outcomes" / "outcomes.py").read_text()
     for outcome in (Success, Pending, Retry, Fatal):
         for attribute in listed[outcome.__name__]:
