@@ -99,9 +99,9 @@ async def test_metrics_story_with_a_restart_while_parked(cluster, objects, names
     env = {"KOPF_OUTCOMES_PLUGINS": "prometheus", "KOPF_OUTCOMES_PROMETHEUS_ADDRESS": f"127.0.0.1:{port}"}
     async with operator(OPERATOR, **env) as op:
         await settles_at(port, {}, "no samples before any run")
-        # Kopf's login activity (the one that ran) is a handler run too: counted, with no resource.
-        assert [(labels["outcome"], labels["handler"].startswith("login_")) for (_, labels_) in
-                (await scrape(port, activities=True)) for labels in [dict(labels_)]] == [("success", True)]
+        # Kopf's login activity ran, but a login handler is a stock kind (kinds.STOCK): no plugin,
+        # policy or observer sees it (a global explicit_completion broke the login), so no sample.
+        assert await scrape(port, activities=True) == {}
 
         # Three objects wait for an external system.
         for name in ("p1", "p2", "p3"):
