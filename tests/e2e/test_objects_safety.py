@@ -15,11 +15,11 @@ import pytest
 import yaml
 from kubernetes_asyncio import client, utils
 
-from kopf_outcomes_testing.cluster.kubeconfig import write_kubeconfig
 from kopf_outcomes_testing.namespaces import create_namespace, delete_namespace
 from kopf_outcomes_testing.process import OperatorProcess
 from tests.e2e.conftest import ROOT, create_example, eventually, get_example
 from tests.e2e.test_objects import finalizer_added, make_children, release_child
+from tests.e2e.test_rbac_operator import service_account_kubeconfig
 
 OPERATOR = "tests/e2e/operators/objects_safety_operator.py"
 PENDING = "Handler 'delete_fn' is pending: waiting for the children to go"
@@ -89,7 +89,7 @@ async def test_a_forbidden_child_list_holds_the_parent_and_names_the_permission(
         await utils.create_from_dict(api, document)
     rbac = client.RbacAuthorizationV1Api(api)
     try:
-        kubeconfig = await _service_account_kubeconfig(cluster, api, namespace, tmp_path)
+        kubeconfig = await service_account_kubeconfig(cluster, api, namespace, tmp_path)
         async with OperatorProcess(ROOT / OPERATOR, namespace, kubeconfig=str(kubeconfig), cwd=ROOT) as op:
             await create_example(objects, namespace, "f")  # never handled: Kopf waits for the children's listing
             parent = await get_example(objects, namespace, "f")
@@ -120,18 +120,6 @@ async def test_a_forbidden_child_list_holds_the_parent_and_names_the_permission(
     finally:
         await rbac.delete_cluster_role_binding(f"kopf-outcomes-operator-{namespace}")
         await rbac.delete_cluster_role(f"kopf-outcomes-operator-{namespace}")
-
-
-async def _service_account_kubeconfig(cluster: Any, api: Any, namespace: str, tmp_path: Path) -> Path:
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
-                                                                                 expiration_seconds=3600))
-    token = await client.CoreV1Api(api).create_namespaced_service_account_token(
-        "kopf-outcomes-operator", namespace, request)
-    kubeconfig = tmp_path / "operator.kubeconfig"
-    assert cluster.ca_path is not None  # our own local control plane
-    write_kubeconfig(kubeconfig, server=cluster.server, ca_pem=Path(cluster.ca_path).read_bytes(),
-                     user="kopf-outcomes-operator", token=token.status.token)
-    return kubeconfig
 
 
 async def test_a_namespace_created_after_the_start_holds_its_parents_until_listed(

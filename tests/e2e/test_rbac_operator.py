@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes_asyncio import client, utils
@@ -16,19 +17,25 @@ from tests.e2e.test_outcomes import OPERATOR, runs, start_deleting
 RBAC = ROOT / "examples" / "rbac" / "operator-rbac.yaml"
 
 
+async def service_account_kubeconfig(cluster: Any, api: Any, namespace: str, tmp_path: Path) -> Path:
+    """A kubeconfig of the RBAC's service account (kopf-outcomes-operator), with a token of an hour."""
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
+                                                                                 expiration_seconds=3600))
+    token = await client.CoreV1Api(api).create_namespaced_service_account_token(
+        "kopf-outcomes-operator", namespace, request)
+    kubeconfig = tmp_path / "operator.kubeconfig"
+    assert cluster.ca_path is not None  # our own local control plane
+    write_kubeconfig(kubeconfig, server=cluster.server, ca_pem=Path(cluster.ca_path).read_bytes(),
+                     user="kopf-outcomes-operator", token=token.status.token)
+    return kubeconfig
+
+
 async def test_the_seed_story_under_the_documented_minimal_rbac(cluster, api, objects, namespace, tmp_path: Path):
     documents = list(yaml.safe_load_all(RBAC.read_text().replace("NAMESPACE", namespace)))
     for document in documents:
         await utils.create_from_dict(api, document)
     try:
-        request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
-                                                                                     expiration_seconds=3600))
-        token = await client.CoreV1Api(api).create_namespaced_service_account_token(
-            "kopf-outcomes-operator", namespace, request)
-        kubeconfig = tmp_path / "operator.kubeconfig"
-        assert cluster.ca_path is not None  # our own local control plane
-        write_kubeconfig(kubeconfig, server=cluster.server, ca_pem=Path(cluster.ca_path).read_bytes(),
-                         user="kopf-outcomes-operator", token=token.status.token)
+        kubeconfig = await service_account_kubeconfig(cluster, api, namespace, tmp_path)
 
         async with OperatorProcess(ROOT / OPERATOR, namespace, kubeconfig=str(kubeconfig), cwd=ROOT) as op:
             try:
