@@ -7,10 +7,14 @@ the shard it joins continues from the memory: one start, one key, woken by the c
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import subprocess
 import time
+
+import pytest
+from kopf._cogs.structs import finalizers
 
 from tests.docs.blocks import ROOT, blocks
 from tests.e2e.conftest import eventually, get_example
@@ -111,6 +115,8 @@ async def test_a_waiting_object_moved_to_another_shard_is_kept_and_continued_the
         assert len(keys(a)) == 1 and keys(b) == []
 
 
+@pytest.mark.skipif("patch" in inspect.signature(finalizers.allow_deletion).parameters,
+                    reason="Kopf < 1.38 releases it as stock Kopf does: a known limit (kopf_outcomes/_kopf/held.py)")
 async def test_a_waiting_object_moved_out_of_the_only_operators_filter_is_kept_until_a_person_releases_it(
         objects, namespace, operator):
     async with operator("tests/e2e/operators/filtered_operator.py") as op:

@@ -10,8 +10,9 @@ retained ``Fatal``). The operator (shard) that matches the object now runs the h
 memory and releases the finalizer when the handler is done; this one writes nothing for it.
 
 Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
-function of the body as the cycle's merge-patch leaves it, before 1.38 it adds to that patch: the
-memory is read as the cycle leaves it either way, so a handler that concludes now releases as before.
+function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases
+as before. Before 1.38 it adds to that patch before our memory's conclusion is in it: there the
+memory cannot be read as the cycle leaves it, and Kopf releases as stock Kopf does (a known limit).
 A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object.
 The way out stays a person's: the release annotation (naming the handler, or ``*``), or a handler
 removed from the code (its memory is then no one's: Kopf releases as it would).
@@ -63,7 +64,7 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
         if isinstance(body, Mapping) and isinstance(finalizer, str):
             if shards.others(body):
                 return None  # another shard's object (or waiting for one): its finalizer is not ours to remove
-            held = waiting(body, kwargs.get("patch"), finalizer)
+            held = [] if "patch" in kwargs else waiting(body, None, finalizer)  # Kopf < 1.38: see below
             if held:
                 _tell(body, held, finalizer)
                 return None
