@@ -35,13 +35,11 @@ _told: collections.OrderedDict[tuple[str, tuple[str, ...]], None] = collections.
 TOLD_LIMIT = 65536
 
 
-def waiting(body: Mapping[str, Any], patch: Mapping[str, Any] | None, finalizer: str) -> list[str]:
-    """The deletion handlers of this operator whose memory (as the cycle leaves it) says they wait
-    and no person released; an unreadable memory holds nothing (it is read as none everywhere)."""
+def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
+    """The deletion handlers of this operator whose memory (in the body as the cycle leaves it) says
+    they wait and no person released; an unreadable memory holds nothing (read as none everywhere)."""
     keys = memory.keys_for(finalizer)
-    patched = ((patch or {}).get("metadata") or {}).get("annotations") or {}
-    raw = patched[keys.memory] if keys.memory in patched else \
-        ((body.get("metadata") or {}).get("annotations") or {}).get(keys.memory)
+    raw = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.memory)
     if not raw:
         return []
     try:
@@ -64,7 +62,7 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
         if isinstance(body, Mapping) and isinstance(finalizer, str):
             if shards.others(body):
                 return None  # another shard's object (or waiting for one): its finalizer is not ours to remove
-            held = [] if "patch" in kwargs else waiting(body, None, finalizer)  # Kopf < 1.38: see below
+            held = [] if "patch" in kwargs else waiting(body, finalizer)  # Kopf < 1.38: see below
             if held:
                 _tell(body, held, finalizer)
                 return None
