@@ -13,6 +13,7 @@ from typing import NamedTuple
 import kopf
 
 from kopf_outcomes import hookspecs
+from kopf_outcomes.kinds import PERSISTING
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes.runs import HandlerRun
 
@@ -27,10 +28,15 @@ class Reading(NamedTuple):
 
 
 def read_result(run: HandlerRun, result: object) -> Reading:
-    """What a returned value means: an outcome as it is, explicit completion, else stock success."""
+    """What a returned value means: an outcome as it is, explicit completion, else stock success.
+
+    Explicit completion reads only the kinds that persist progress: only there is "not complete
+    yet" kept and waited on. Elsewhere the value is the answer (a webhook's, a probe's) or nothing
+    (a timer's tick, a startup activity), so a global policy line must not turn it into a Retry.
+    """
     if isinstance(result, Outcome):
         return Reading(result, False)
-    if run.options.explicit_completion:
+    if run.options.explicit_completion and run.kind in PERSISTING:
         if result is True:
             return Reading(Success(), False)
         if result is False:

@@ -29,7 +29,8 @@ class HandlerOptions:
     How our engine treats one handler. ``None`` means "not set here": the next source
     (policy, then the defaults) decides.
 
-    - ``explicit_completion``: ``True`` → Success, ``False`` → Pending, anything else is an error.
+    - ``explicit_completion``: ``True`` → Success, ``False`` → Pending, anything else is an error;
+      in change handlers and sub-handlers (other kinds' values are read as stock Kopf reads them).
     - ``depends_on``: field paths ("spec.size", "status.deletion") whose change wakes the handler;
       default: spec, labels, annotations and status minus what the operator writes itself.
     - ``ignore``: field paths that are never part of its state (``["status.phase"]``: what the

@@ -122,6 +122,20 @@ async def test_explicit_completion_as_a_global_policy_leaves_stock_kinds_as_stoc
     assert errors(collector) == []
 
 
+@pytest.mark.parametrize("kind", ["webhook", "timer", "daemon", "activity"])
+async def test_explicit_completion_as_a_global_policy_reads_only_persisting_kinds(
+        kind: str, explicit: PluginManager, logger: logging.Logger, collector: Collector) -> None:
+    async def fn(**_: Any) -> None:
+        return None  # a webhook's "allowed", a timer's tick done, a startup activity's "configured"
+
+    handler = handler_of(kind, fn)
+    outcome = (await run_handlers([handler], cause_of(kind, BODY, logger)))[str(handler.id)]
+    # Was: "explicit completion expects True or False, got None": every admission request rejected,
+    # every timer tick and the operator's start retried at ERROR.
+    assert outcome.exception is None and outcome.final
+    assert errors(collector) == []
+
+
 async def test_a_login_under_explicit_completion_gets_its_credentials_unlogged(
         explicit: PluginManager, caplog: pytest.LogCaptureFixture) -> None:
     registry = kopf.OperatorRegistry()
@@ -139,6 +153,24 @@ async def test_a_login_under_explicit_completion_gets_its_credentials_unlogged(
     # ERROR in 60 s, the login never done, and the token in the log.
     assert list(results.values()) == [secret]
     assert "the-secret-token" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_a_probe_under_explicit_completion_answers_with_its_value(
+        explicit: PluginManager, caplog: pytest.LogCaptureFixture) -> None:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.probe(registry=registry, id="queue")
+    async def queue(**_: Any) -> Mapping[str, int]:
+        return {"depth": 3}  # what the liveness endpoint reports: neither True nor False
+
+    with caplog.at_level(logging.DEBUG):
+        results = await asyncio.wait_for(activities.run_activity(
+            lifecycle=lifecycles.all_at_once, registry=registry, settings=configuration.OperatorSettings(),
+            activity=causes.Activity.PROBE, indices={}, memo=ephemera.Memo()), timeout=5)
+    # Was: "explicit completion expects True or False": a Retry at ERROR after the backoff, and the
+    # liveness endpoint's request hung until the kubelet killed the operator.
+    assert list(results.values()) == [{"depth": 3}]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
