@@ -29,6 +29,7 @@ def count(entries: Iterable[Write], *, user_agent: str) -> dict[str, Any]:
     """The requests whose user agent starts with ``user_agent``, each counted once."""
     seen: set[str] = set()
     by_kind: collections.Counter[str] = collections.Counter()
+    refused: collections.Counter[str] = collections.Counter()  # answered 4xx/5xx: a conflict, a 404, ...
     for entry in entries:
         if not entry.user_agent.startswith(user_agent):
             continue
@@ -37,6 +38,8 @@ def count(entries: Iterable[Write], *, user_agent: str) -> dict[str, Any]:
                 continue
             seen.add(entry.audit_id)
         by_kind[kind(entry)] += 1
+        if entry.code >= 400:
+            refused[f"{kind(entry)} {entry.code}"] += 1
     by_verb: collections.Counter[str] = collections.Counter()
     for name, n in by_kind.items():
         by_verb[name.split(" ", 1)[0]] += n
@@ -47,6 +50,7 @@ def count(entries: Iterable[Write], *, user_agent: str) -> dict[str, Any]:
                       if name.split(" ", 1)[0] in WRITE_VERBS and name.split(" ", 1)[1] == "events"),
         "by_verb": dict(sorted(by_verb.items())),
         "by_kind": dict(sorted(by_kind.items())),
+        "refused": dict(sorted(refused.items())),
     }
 
 
