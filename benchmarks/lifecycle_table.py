@@ -38,9 +38,9 @@ def rows(section: dict[str, Any], row: Callable[[str], None], met: Callable[[str
             return " / ".join(_n(side["by_verb"].get(verb, 0.0)) for verb in verbs)
 
         row(f"| {head} | operator CPU per object, ms | {_n(stock['cpu_ms_per_object'])} "
-            f"| {_n(ours['cpu_ms_per_object'])} | {_n(ratios['cpu'])}× | {met(f'{title}: CPU')} |")
+            f"| {_n(ours['cpu_ms_per_object'])} | {_n(ratios['cpu'], 3)}× | {met(f'{title}: CPU')} |")
         row(f"| | API requests per object (Kopf's, audit log) | {_n(a['requests'])} | {_n(b['requests'])} "
-            f"| {_n(ratios['requests'])}× | {met(f'{title}: API requests')} |")
+            f"| {_n(ratios['requests'], 3)}× | {met(f'{title}: API requests')} |")
         row(f"| | … by verb: {by_verb} | {pick(a)} | {pick(b)} | | |")
         row(f"| | writes / Events per object | {_n(a['writes'])} / {_n(a['events'])} "
             f"| {_n(b['writes'])} / {_n(b['events'])} | {_n(ratios['writes'])}× | |")
