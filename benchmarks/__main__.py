@@ -26,8 +26,9 @@ from benchmarks.common import ROOT, machine_info, now_iso, say
 from benchmarks.kube import api_client, ensure_crd_served
 from benchmarks.retries import Retries
 
-SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale", "jobs", "curve")
+SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale", "jobs", "curve", "lifecycle")
 IN_PROCESS = frozenset({"overhead", "instructions"})  # no API server needed
+OWN_CLUSTER = frozenset({"lifecycle"})  # a control plane of its own (benchmarks/own_cluster.py)
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -66,7 +67,7 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
     failed = False
     total = Retries()
     cluster = None
-    if any(s not in IN_PROCESS for s in only):
+    if any(s not in IN_PROCESS | OWN_CLUSTER for s in only):
         cluster = await asyncio.to_thread(ensure_running, progress=say)
         report["meta"]["cluster"] = {"server": cluster.server}
     api = await api_client(cluster.admin_kubeconfig) if cluster is not None else None
@@ -78,9 +79,9 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
             if api is not None:
                 api.retries = retries  # every API call of this scenario counts its retries here
             try:
-                if api is not None and name not in IN_PROCESS:
+                if api is not None and name not in IN_PROCESS | OWN_CLUSTER:
                     await ensure_crd_served(api, EXAMPLE_CRD)
-                report[name] = await _scenario(name, quick, api, cluster, scale_objects, curve_sizes)
+                report[name] = await _scenario(name, quick, api, cluster, scale_objects, curve_sizes, retries)
             except Exception as e:
                 failed = True
                 report[name] = {"error": f"{type(e).__name__}: {e}"}
@@ -108,8 +109,8 @@ def _retries_line(retries: dict[str, Any]) -> str:
 
 
 async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_objects: int | None,
-                    curve_sizes: list[int] | None) -> dict[str, Any]:
-    from benchmarks import curve, instructions, jobs, latency, overhead, scale, writes
+                    curve_sizes: list[int] | None, retries: Retries) -> dict[str, Any]:
+    from benchmarks import curve, instructions, jobs, latency, lifecycle, overhead, scale, writes
 
     runs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "overhead": lambda: overhead.run(quick=quick),
@@ -119,6 +120,7 @@ async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_object
         "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick, objects=scale_objects),
         "jobs": lambda: jobs.run(api, cluster, quick=quick),
         "curve": lambda: curve.run(api, str(cluster.admin_kubeconfig), quick=quick, sizes=curve_sizes),
+        "lifecycle": lambda: lifecycle.run(quick=quick, retries=retries),
     }
     return await runs[name]()
 

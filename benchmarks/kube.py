@@ -81,12 +81,14 @@ async def bounded(items: Iterable[T], fn: Callable[[T], Awaitable[Any]], *, limi
 
 
 async def create_objects(api: client.ApiClient, namespace: str, names: Sequence[str],
-                         *, limit: int = 32) -> None:
+                         *, limit: int = 32, labels: Callable[[str], Mapping[str, str]] | None = None) -> None:
+    """Create the named objects; ``labels`` gives each one's labels (e.g. its shard) by its name."""
     objects = client.CustomObjectsApi(api)
 
     async def create(name: str) -> None:
+        metadata = {"name": name, **({"labels": dict(labels(name))} if labels is not None else {})}
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "KopfExample",
-                "metadata": {"name": name}, "spec": {"field": "value"}}
+                "metadata": metadata, "spec": {"field": "value"}}
         try:
             await objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
         except client.ApiException as e:

@@ -91,21 +91,8 @@ class Operator:
         raise KeyError(field)
 
     def cpu_seconds(self) -> float:
-        """CPU time of the process so far, in nanoseconds' precision where the kernel keeps it:
-        the time on CPU of each of its threads (``/proc/<pid>/task/*/schedstat``, first field),
-        summed. Else utime + stime, in clock ticks (10 ms: too coarse for an idle minute, in which
-        an operator uses about ten of them)."""
-        total_ns, found = 0, False
-        for path in Path(f"/proc/{self.pid}/task").glob("*/schedstat"):
-            try:
-                total_ns += int(path.read_text().split()[0])
-                found = True
-            except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
-                continue
-        if found:
-            return total_ns / 1e9
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICKS  # fields 14 and 15 of stat(5)
+        """CPU time of the process so far: :func:`cpu_seconds`."""
+        return cpu_seconds(self.pid)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -115,3 +102,21 @@ class Operator:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process so far, in nanoseconds' precision where the kernel keeps it:
+    the time on CPU of each of its threads (``/proc/<pid>/task/*/schedstat``, first field),
+    summed. Else utime + stime, in clock ticks (10 ms: too coarse for an idle minute, in which
+    an operator uses about ten of them)."""
+    total_ns, found = 0, False
+    for path in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total_ns += int(path.read_text().split()[0])
+            found = True
+        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            continue
+    if found:
+        return total_ns / 1e9
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # fields 14 and 15 of stat(5)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import lifecycle_table
 from benchmarks.common import ratio
 
 Getter = Callable[[dict[str, Any]], Any]
@@ -44,6 +45,7 @@ TARGETS: list[tuple[str, str, Getter, str, float]] = [
     ("jobs", "writes to the parents: ours/stock <= 1",
      lambda r: ratio(_parent_writes(r["jobs"]["ours"]), _parent_writes(r["jobs"]["stock"])), "<=", 1.0),
     ("jobs", "ERROR lines: 0", lambda r: r["jobs"]["ours"]["error_lines"], "<=", 0.0),
+    *lifecycle_table.TARGETS,
 ]
 
 
@@ -205,6 +207,10 @@ def markdown(report: dict[str, Any]) -> str:
         if cost.get("stock") is not None:
             row(f"| | RSS per waiting object, KiB (from {curve['points'][0]['objects']:,} to "
                 f"{curve['points'][-1]['objects']:,}) | {_num(cost['stock'], 1)} | {_num(cost['ours'], 1)} | | |")
+
+    lifecycle = report.get("lifecycle")
+    if lifecycle and "error" not in lifecycle:
+        lifecycle_table.rows(lifecycle, row, lambda prefix: _met(report, "lifecycle", prefix))
 
     retried = [f"{name} {section['retries']['total']}" + _causes(section["retries"])
                for name, section in report.items()

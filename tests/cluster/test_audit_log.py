@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kopf_outcomes_testing.cluster import ClusterError, control_plane
 from kopf_outcomes_testing.cluster.audit import AuditLog, AuditLogRotatedError
 
 
@@ -69,3 +70,14 @@ def test_a_mark_on_an_empty_log_reads_what_follows(tmp_path: Path) -> None:
     mark = log.mark()
     _log(log.path, "first", "second")
     assert _names(log, since=mark) == ["first", "second"]
+
+
+def test_a_running_cluster_that_audits_writes_only_is_refused_for_every_request(tmp_path: Path) -> None:
+    """It keeps the policy it started with: counting reads on it would read as 0 reads."""
+    control_plane._audit_policy(tmp_path, "writes")
+    control_plane._check_audit(tmp_path, "writes")
+    with pytest.raises(ClusterError, match="does not log every request"):
+        control_plane._check_audit(tmp_path, "requests")
+    control_plane._audit_policy(tmp_path, "requests")
+    control_plane._check_audit(tmp_path, "requests")
+    assert "verbs" not in (tmp_path / "audit-policy.yaml").read_text()  # every verb, reads and watches too

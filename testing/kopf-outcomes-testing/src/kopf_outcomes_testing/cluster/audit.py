@@ -21,6 +21,9 @@ class Write:
     name: str
     user_agent: str
     uri: str
+    audit_id: str = ""  # one request's entries share it (a watch: when it starts, and when it ends)
+    user: str = ""
+    code: int = 0  # the response's HTTP status; 0 where not logged (a watch that has not ended)
 
 
 class Mark(NamedTuple):
@@ -92,7 +95,9 @@ class AuditLog:
                     yield Write(verb=event.get("verb", ""), resource=ref.get("resource", ""),
                                 subresource=ref.get("subresource", ""), namespace=ref.get("namespace", ""),
                                 name=ref.get("name", ""), user_agent=event.get("userAgent", ""),
-                                uri=event.get("requestURI", ""))
+                                uri=event.get("requestURI", ""), audit_id=event.get("auditID", ""),
+                                user=(event.get("user") or {}).get("username", ""),
+                                code=int((event.get("responseStatus") or {}).get("code") or 0))
 
     def writes(self, *, since: Mark = BEGINNING, user_agent: str | None = None, namespace: str | None = None,
                name: str | None = None, resource: str | None = None) -> list[Write]:

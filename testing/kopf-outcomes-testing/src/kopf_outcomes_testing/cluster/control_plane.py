@@ -21,15 +21,17 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kopf_outcomes_testing.cluster import binaries, controllers, paths, processes, resources
 from kopf_outcomes_testing.cluster.api import RestClient
+from kopf_outcomes_testing.cluster.errors import ClusterError
 from kopf_outcomes_testing.cluster.info import AUDIT_LOG, ClusterInfo
 from kopf_outcomes_testing.cluster.kubeconfig import write_kubeconfig
 from kopf_outcomes_testing.cluster.locks import file_lock
 
 Progress = Callable[[str], None]
+Audit = Literal["writes", "requests"]
 
 DEFAULT_TIMEOUT = 60.0
 PORT_ATTEMPTS = 3  # free ports can be taken by others between choosing and binding them
@@ -50,19 +52,22 @@ class _State:
 
 def ensure_running(*, apiserver_port: int | None = None, etcd_port: int | None = None,
                    timeout: float = DEFAULT_TIMEOUT, progress: Progress = _silent,
-                   build: bool = True, controllers: bool = False) -> ClusterInfo:
+                   build: bool = True, controllers: bool = False, audit: Audit = "writes") -> ClusterInfo:
     """Return the running, healthy cluster, starting it first if needed (building if needed).
 
     The ports apply only when starting; by default free ones are chosen. With ``build=False``,
     missing binaries raise :class:`~kopf_outcomes_testing.cluster.binaries.BinariesMissing`.
     With ``controllers=True``, kube-controller-manager (garbage collection, namespace deletion)
     runs too, started next to a running cluster if it is not there yet.
+    ``audit="requests"`` logs every request (reads and watches too), not only the writes: for a
+    cluster of its own (``$KOPF_OUTCOMES_STATE_DIR``); a running one that logs less is an error.
     Raises :class:`ClusterError` with a cause and a hint for anything the user can fix.
     """
     folder = paths.state_dir()
     with file_lock(_lock_path(folder)):
         state = _read_state(folder)
         if state is not None and state.info is not None and _healthy(state):
+            _check_audit(folder, audit)
             resources.install(state.info.admin_client(), state.info.restricted_client(),
                               timeout=timeout)
         else:
@@ -75,7 +80,7 @@ def ensure_running(*, apiserver_port: int | None = None, etcd_port: int | None =
             found = binaries.find_binaries(progress, build=build)
             if controllers:  # missing or failing to build: before anything starts
                 binaries.find_controller_manager(progress, build=build)
-            state = _start_retrying(folder, found, apiserver_port, etcd_port, timeout, progress)
+            state = _start_retrying(folder, found, apiserver_port, etcd_port, timeout, progress, audit)
         if controllers:
             state = _with_controllers(folder, state, timeout, progress, build=build)
         assert state.info is not None  # healthy or just started: its access data is recorded
@@ -90,13 +95,13 @@ def controllers_running() -> bool:
 
 
 def _start_retrying(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
-                    etcd_port: int | None, timeout: float, progress: Progress) -> _State:
+                    etcd_port: int | None, timeout: float, progress: Progress, audit: Audit) -> _State:
     """:func:`_start` again with other free ports when one was taken meanwhile (not given ones)."""
     fixed_ports = apiserver_port is not None or etcd_port is not None
     attempt = 1
     while True:
         try:
-            return _start(folder, found, apiserver_port, etcd_port, timeout, progress)
+            return _start(folder, found, apiserver_port, etcd_port, timeout, progress, audit)
         except processes.PortTaken:
             if fixed_ports or attempt == PORT_ATTEMPTS:
                 raise
@@ -147,7 +152,7 @@ def _lock_path(folder: Path) -> Path:
 
 
 def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
-           etcd_port: int | None, timeout: float, progress: Progress) -> _State:
+           etcd_port: int | None, timeout: float, progress: Progress, audit: Audit = "writes") -> _State:
     """Start etcd, then kube-apiserver; on any failure stop whatever was started."""
     from kopf_outcomes_testing.cluster import pki  # cryptography: only when starting one
 
@@ -207,8 +212,8 @@ def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--disable-admission-plugins=ServiceAccount",  # no controller-manager makes tokens
             "--allow-privileged=true",
-            # Every write, as JSON lines: how tests and benchmarks count API writes per client.
-            f"--audit-policy-file={_audit_policy(folder)}",
+            # Every write (or request), as JSON lines: how tests and benchmarks count API calls per client.
+            f"--audit-policy-file={_audit_policy(folder, audit)}",
             f"--audit-log-path={folder / AUDIT_LOG}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",
@@ -249,7 +254,8 @@ def _start(folder: Path, found: binaries.Binaries, apiserver_port: int | None,
     return state
 
 
-_AUDIT_POLICY = """\
+_AUDIT_POLICIES: dict[Audit, str] = {
+    "writes": """\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
@@ -257,13 +263,34 @@ rules:
   - level: Metadata
     verbs: ["create", "update", "patch", "delete", "deletecollection"]
   - level: None
-"""
+""",
+    # A watch is logged when its response starts, and again when it ends (if it ends): one auditID.
+    "requests": """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: None
+    users: ["system:apiserver"]
+  - level: Metadata
+""",
+}
 
 
-def _audit_policy(folder: Path) -> Path:
+def _audit_policy(folder: Path, audit: Audit) -> Path:
     path = folder / "audit-policy.yaml"
-    path.write_text(_AUDIT_POLICY)
+    path.write_text(_AUDIT_POLICIES[audit])
     return path
+
+
+def _check_audit(folder: Path, audit: Audit) -> None:
+    """A running cluster keeps the policy it started with: one that logs less cannot serve."""
+    if audit == "writes":
+        return  # every policy logs the writes
+    path = folder / "audit-policy.yaml"
+    if not path.exists() or path.read_text() != _AUDIT_POLICIES[audit]:
+        raise ClusterError(f"the cluster of {folder} does not log every request in its audit log",
+                           "use a state folder of its own ($KOPF_OUTCOMES_STATE_DIR), or stop that cluster")
 
 
 def _etcd_healthy(url: str) -> bool:
