@@ -13,19 +13,23 @@ Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf
 function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases
 as before. Before 1.38 it adds to that patch before our memory's conclusion is in it: there the
 memory cannot be read as the cycle leaves it, and Kopf releases as stock Kopf does (a known limit).
-A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object.
+A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object;
+since the shards share the finalizer, Kopf queues that removal on every event of every other shard's
+object, so a patch that holds nothing else costs no copy and diff of the body (:func:`wrap_json_patch`).
 The way out stays a person's: the release annotation (naming the handler, or ``*``), or a handler
 removed from the code (its memory is then no one's: Kopf releases as it would).
 """
 from __future__ import annotations
 
 import collections
+import functools
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kopf_outcomes import memory, shards
-from kopf_outcomes._kopf.internals import deletion_ids, operator_registry
+from kopf_outcomes._kopf.internals import deletion_ids, operator_registry, patches
 
 _LOGGER = logging.getLogger("kopf_outcomes")
 WAITING = frozenset({"pending", "retained"})
@@ -33,6 +37,9 @@ WAITING = frozenset({"pending", "retained"})
 # The objects already told about (uid, held handlers): one ERROR per object and set. Bounded.
 _told: collections.OrderedDict[tuple[str, tuple[str, ...]], None] = collections.OrderedDict()
 TOLD_LIMIT = 65536
+
+_wrappers: weakref.WeakSet[Callable[..., None]] = weakref.WeakSet()  # every allow_deletion of wrap()
+_original_json_patch: Callable[..., Any] | None = None  # Kopf's Patch.as_json_patch while attached
 
 
 def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
@@ -67,7 +74,45 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
                 _tell(body, held, finalizer)
                 return None
         return original(*args, **kwargs)
+    _wrappers.add(allow_deletion)
     return allow_deletion
+
+
+def _refused_removal(fn: object) -> bool:
+    """Whether ``fn`` is Kopf's queued removal of the finalizer (``partial(allow_deletion, finalizer=...)``)
+    through :func:`wrap`, which refuses it for another shard's object."""
+    return (isinstance(fn, functools.partial) and fn.func in _wrappers and not fn.args
+            and fn.keywords.keys() == {"finalizer"} and isinstance(fn.keywords["finalizer"], str))
+
+
+def wrap_json_patch(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Kopf's ``Patch.as_json_patch``, which finds no ops, as Kopf would after copying and diffing the
+    whole body, when the patch only removes the finalizer of another shard's object (refused by
+    :func:`wrap`): no merge-patch, every function such a removal, the object another shard's."""
+    def as_json_patch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if shards.declared is not None and not len(self):
+            fns = getattr(self, "fns", None)
+            body = args[0] if args else kwargs.get("body")
+            body = body if body is not None else getattr(self, "_original", None)
+            if fns and isinstance(body, Mapping) and all(_refused_removal(fn) for fn in fns) and shards.others(body):
+                return []
+        return original(self, *args, **kwargs)
+    return as_json_patch
+
+
+def attach() -> None:
+    """Put :func:`wrap_json_patch` into Kopf's ``Patch`` (idempotent); :func:`detach` takes it out."""
+    global _original_json_patch
+    if _original_json_patch is None:
+        _original_json_patch = patches.Patch.as_json_patch
+        patches.Patch.as_json_patch = wrap_json_patch(_original_json_patch)  # type: ignore[method-assign]
+
+
+def detach() -> None:
+    global _original_json_patch
+    if _original_json_patch is not None:
+        patches.Patch.as_json_patch = _original_json_patch  # type: ignore[method-assign]
+        _original_json_patch = None
 
 
 def _tell(body: Mapping[str, Any], held: list[str], finalizer: str) -> None:

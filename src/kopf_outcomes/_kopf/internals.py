@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_api_errors
 from kopf._cogs.configs.configuration import OperatorSettings
-from kopf._cogs.structs import finalizers
+from kopf._cogs.structs import finalizers, patches
 from kopf._cogs.structs.ids import HandlerId
 from kopf._core.actions import application, execution
 from kopf._core.actions.execution import (
@@ -56,7 +56,7 @@ __all__ = [
     "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
     "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "finalizers",
-    "handler_var", "kind_of",
+    "handler_var", "kind_of", "patches",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]
