@@ -12,6 +12,13 @@ import kopf_outcomes
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collecting imports every test module: one that installs kopf-outcomes on import (an operator's
+    module imported for a constant) would patch Kopf under every later test."""
+    if kopf_outcomes.is_installed():
+        raise pytest.UsageError("a test module installed kopf-outcomes when it was imported (collection)")
+
+
 @pytest.fixture(autouse=True)
 def _leaves_kopf_unpatched() -> Iterator[None]:
     """A test that installs kopf-outcomes in this process uninstalls it: a patch left behind would

@@ -22,7 +22,7 @@ from tests.chaos.helpers import (
     wait_finalized,
     wait_until,
 )
-from tests.chaos.operators.sidefx_other import FINALIZER as OTHER_FINALIZER
+from tests.chaos.operators.other_names import FINALIZER as OTHER_FINALIZER
 from tests.chaos.supervisor import Operators
 
 FILES = {"main": "tests/chaos/operators/sidefx.py", "other": "tests/chaos/operators/sidefx_other.py"}

@@ -6,9 +6,7 @@ from typing import Any
 import kopf
 
 import tests.chaos.operators.sidefx  # noqa: F401 -- registers delete_fn, the same handler id
-
-FINALIZER = "chaos.example.com/other"
-PREFIX = "other.chaos.example.com"
+from tests.chaos.operators.other_names import FINALIZER, PREFIX
 
 
 @kopf.on.startup()
