@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import inspect
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import kopf
 
 from kopf_outcomes import engine
-from kopf_outcomes._kopf import requeue, stock_kinds, translation
+from kopf_outcomes._kopf import kopf_runs, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.cycle import (
     EMPTY,
     RETAINED_ONLY,
@@ -47,7 +47,7 @@ from kopf_outcomes._kopf.internals import (
     OperatorSettings,
     no_extra_context,
 )
-from kopf_outcomes._kopf.kopf_runs import body_of, build, default_errors, option
+from kopf_outcomes._kopf.kopf_runs import body_of, build, option
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
@@ -89,7 +89,7 @@ class Runs:
         state: HandlerState,
         lifecycle: LifeCycleFn | None = None,
         extra_context: ExtraContext = no_extra_context,
-        default_errors_mode: ErrorsMode = ErrorsMode.TEMPORARY,
+        default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> KopfOutcome:
         """Kopf's ``execute_handler_once`` entered directly (the cycle runs the same steps inline)."""
         cycle = current()  # None without a cycle: made only when needed
@@ -99,16 +99,16 @@ class Runs:
             if released is not None:
                 return released
         # Only plugins need the caller's errors mode (to read arbitrary exceptions as Kopf would).
-        errors = None if self.plugins.decides_builtin else default_errors.set(default_errors_mode)
+        errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
         try:
             # By position (Kopf's order of its parameters): keywords cost every run their matching.
             outcome = await self.kopf_execute(settings, handler, cause, state, lifecycle, extra_context,
-                                              default_errors_mode)
+                                              default_errors)
         except Decided as decided:
             return self.decided(of(settings, cause, handler), handler, cause, state, decided)
         finally:
             if errors is not None:
-                default_errors.reset(errors)
+                kopf_runs.default_errors.reset(errors)
         return self.concluded(cycle, settings, handler, cause, state, outcome)
 
     async def invoke_handler(self, *, handler: Handler, cause: Cause, retry: int, started: datetime.datetime,
@@ -226,9 +226,9 @@ class Runs:
         else:  # outside of a cycle, nothing has read the memory: is it there at all? (inline: every run)
             body = getattr(cause, "body", None)
             raw = getattr(body, "_src", None)  # internals.raw_body_of
-            annotations = ((raw if raw.__class__ is dict else body or EMPTY).get("metadata") or EMPTY).get(
-                "annotations")
-            remembered = bool(annotations) and keys_for(settings.persistence.finalizer).memory in annotations
+            annotations: Mapping[str, Any] | None = (
+                (raw if raw.__class__ is dict else body or EMPTY).get("metadata") or EMPTY).get("annotations")
+            remembered = annotations is not None and keys_for(settings.persistence.finalizer).memory in annotations
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell

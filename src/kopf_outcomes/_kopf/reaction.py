@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Collection, Mapping
 
 from kopf_outcomes import objects
-from kopf_outcomes._kopf import children, deadlines, delays, dependents, requeue, stock_kinds
+from kopf_outcomes._kopf import children, deadlines, delays, dependents, kopf_runs, requeue, stock_kinds
 from kopf_outcomes._kopf.cycle import (
     RETAINED_ONLY,
     Cycle,
@@ -47,7 +47,6 @@ from kopf_outcomes._kopf.internals import (
     progress_of,
     with_outcomes,
 )
-from kopf_outcomes._kopf.kopf_runs import default_errors
 from kopf_outcomes._kopf.marks import Parked, Rechecking
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
@@ -69,12 +68,12 @@ class Reactions:
         cause: Cause,
         state: State,
         extra_context: ExtraContext = no_extra_context,
-        default_errors_mode: ErrorsMode = ErrorsMode.TEMPORARY,
+        default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> Mapping[HandlerId, KopfOutcome]:
         cycle = make(settings, cause, handlers, state)
         if not cycle.persists and cycle.kind in STOCK:  # the one place where a kind is left to stock Kopf
             return await stock_kinds.handlers_once(self.runs.kopf_execute, cycle, lifecycle, settings, handlers,
-                                                   cause, state, extra_context, default_errors_mode)
+                                                   cause, state, extra_context, default_errors)
         parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
         token = enter(cycle)
         try:
@@ -92,7 +91,7 @@ class Reactions:
                 if execution.execute_handler_once is not self.entry:  # wrapped after us (a tool's): through it
                     outcomes[handler.id] = await execution.execute_handler_once(
                         settings=settings, handler=handler, state=handler_state, cause=cause, lifecycle=lifecycle,
-                        extra_context=extra_context, default_errors=default_errors_mode)
+                        extra_context=extra_context, default_errors=default_errors)
                     continue
                 # The steps of Runs.execute_handler_once, inline: no coroutine of ours around Kopf's.
                 if handler_state.message is not None and is_parked(handler_state, RETAINED_ONLY):
@@ -100,16 +99,16 @@ class Reactions:
                     if released is not None:
                         outcomes[handler.id] = released
                         continue
-                errors = None if self.plugins.decides_builtin else default_errors.set(default_errors_mode)
+                errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
                 try:
                     outcome = await runs.kopf_execute(settings, handler, cause, handler_state, lifecycle,
-                                                      extra_context, default_errors_mode)
+                                                      extra_context, default_errors)
                 except Decided as decided:
                     outcomes[handler.id] = runs.decided(cycle, handler, cause, handler_state, decided)
                     continue
                 finally:
                     if errors is not None:
-                        default_errors.reset(errors)
+                        kopf_runs.default_errors.reset(errors)
                 outcomes[handler.id] = runs.concluded(cycle, settings, handler, cause, handler_state, outcome)
             # A finished handler that saw an older state and is not planned now (the lifecycle
             # runs one at a time) is re-armed, so that the cause does not end before it re-runs.
