@@ -63,19 +63,20 @@ async def test_a_handler_entered_directly_keeps_both_layers(logger: logging.Logg
     assert seen == [["invoke_handler", "execute_handler_once"]]
 
 
-async def test_a_wrapper_put_in_after_the_patch_is_called_by_the_cycle(
-        logger: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_wrapper_put_in_after_the_patch_is_called_by_the_cycle(logger: logging.Logger) -> None:
     patched, called = execution.execute_handler_once, []
 
     async def wrapper(**kwargs: Any) -> Any:
         called.append(str(kwargs["handler"].id))
         return await patched(**kwargs)
 
-    monkeypatch.setattr(execution, "execute_handler_once", wrapper)
-
     async def fn(**_: Any) -> Pending:
         return Pending("waits")
 
-    outcomes = await run_handlers([handler(fn)], changing_cause({"metadata": {"name": "n", "uid": "u"}}, logger))
+    execution.execute_handler_once = wrapper  # taken out before uninstall() puts Kopf's own back
+    try:
+        outcomes = await run_handlers([handler(fn)], changing_cause({"metadata": {"name": "n", "uid": "u"}}, logger))
+    finally:
+        execution.execute_handler_once = patched
     assert called == ["h"]
     assert outcomes["h"].final is False and outcomes["h"].delay == PARKED_DELAY  # our outcome, through it
