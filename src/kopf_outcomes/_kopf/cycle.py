@@ -138,19 +138,7 @@ def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> Memo
     return found
 
 
-def has_memory(cause: Cause, settings: OperatorSettings) -> bool:
-    """Whether the object has this operator's memory at all, without reading it: outside of a
-    cycle, where nothing has read it yet."""
-    body = raw_body_of(cause)
-    if body is None:
-        return False
-    annotations = (body.get("metadata") or _EMPTY).get("annotations")  # memory.present, inline: every run
-    if not annotations:
-        return False
-    return keys_for(settings.persistence.finalizer).memory in annotations
-
-
-_EMPTY: Mapping[str, Any] = {}
+EMPTY: Mapping[str, Any] = {}  # an absent mapping, read without a branch
 
 
 def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState) -> bool:

@@ -43,11 +43,6 @@ class Turn(NamedTuple):
     state: HandlerState | None
 
 
-def turn(plugins: PluginManager, cycle: Cycle, run: HandlerRun, handler: Handler, cause: Cause,
-         state: HandlerState | None) -> Turn:
-    return tuple.__new__(Turn, (plugins, cycle, run, handler, cause, state))  # a named tuple's __new__ is a Python call
-
-
 def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -> KopfOutcome:
     """Log the decided outcome at its level and turn it into Kopf's outcome, as the kind's
     row of the table (:mod:`kopf_outcomes.kinds`) says."""

@@ -1,0 +1,216 @@
+"""
+One reaction cycle of one object: Kopf's ``execute_handlers_once``, with its selection of awakened
+handlers, plus the parked ones whose state changed (:func:`select`), each run with the steps of
+:mod:`.handler_run` around Kopf's own ``execute_handler_once``; then which of Kopf's delays are
+ours (:func:`ours`), and, for sub-handlers, what their parent waits for (:mod:`.children`).
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+from collections.abc import Callable, Collection, Mapping
+
+from kopf_outcomes import objects
+from kopf_outcomes._kopf import children, deadlines, delays, dependents, kopf_runs, requeue, stock_kinds
+from kopf_outcomes._kopf.cycle import (
+    RETAINED_ONLY,
+    Cycle,
+    current,
+    end,
+    enter,
+    is_parked,
+    make,
+    observe_object,
+    prune,
+    recheck_wait,
+    refresh,
+    track,
+    wakes,
+)
+from kopf_outcomes._kopf.handler_run import Decided, Runs
+from kopf_outcomes._kopf.internals import (
+    CHANGE,
+    SUBHANDLER,
+    Cause,
+    ErrorsMode,
+    ExtraContext,
+    Handler,
+    HandlerId,
+    HandlerState,
+    KopfOutcome,
+    LifeCycleFn,
+    OperatorSettings,
+    State,
+    execution,
+    handler_var,
+    no_extra_context,
+    progress_of,
+    with_outcomes,
+)
+from kopf_outcomes._kopf.marks import Parked, Rechecking
+from kopf_outcomes.kinds import STOCK
+from kopf_outcomes.manager import PluginManager
+
+
+class Reactions:
+    """The cycles of one installation; ``entry`` is its ``execute_handler_once`` as put into Kopf."""
+
+    def __init__(self, plugins: PluginManager, runs: Runs, entry: Callable[..., object]) -> None:
+        self.plugins = plugins
+        self.runs = runs
+        self.entry = entry
+
+    async def execute_handlers_once(
+        self,
+        lifecycle: LifeCycleFn,
+        settings: OperatorSettings,
+        handlers: Collection[Handler],
+        cause: Cause,
+        state: State,
+        extra_context: ExtraContext = no_extra_context,
+        default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
+    ) -> Mapping[HandlerId, KopfOutcome]:
+        cycle = make(settings, cause, handlers, state)
+        if not cycle.persists and cycle.kind in STOCK:  # the one place where a kind is left to stock Kopf
+            return await stock_kinds.handlers_once(self.runs.kopf_execute, cycle, lifecycle, settings, handlers,
+                                                   cause, state, extra_context, default_errors)
+        parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
+        token = enter(cycle)
+        try:
+            # Handlers whose other objects are unknown (dependents.take says why) do not run: ours to hold.
+            unknown: dict[str, float | None] = {}
+            if objects.declared:
+                taken, unknown = dependents.take(cycle.kind, handlers, cause)
+                cycle.objects.update(taken)
+            if self.plugins.observes_objects and cycle.kind is CHANGE:
+                observe_object(self.plugins, cycle, handlers, cause, state)
+            todo, woken, waiting, waits = select(self.plugins, cycle, handlers, cause, state, unknown)
+            runs, outcomes = self.runs, {}
+            for handler in lifecycle(todo, state=state, **cause.kwargs):
+                handler_state: HandlerState = state[handler.id]  # type: ignore[assignment]
+                if execution.execute_handler_once is not self.entry:  # wrapped after us (a tool's): through it
+                    outcomes[handler.id] = await execution.execute_handler_once(
+                        settings=settings, handler=handler, state=handler_state, cause=cause, lifecycle=lifecycle,
+                        extra_context=extra_context, default_errors=default_errors)
+                    continue
+                # The steps of Runs.execute_handler_once, inline: no coroutine of ours around Kopf's.
+                if handler_state.message is not None and is_parked(handler_state, RETAINED_ONLY):
+                    released = runs.released(cycle, handler, cause, handler_state, settings)
+                    if released is not None:
+                        outcomes[handler.id] = released
+                        continue
+                errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
+                try:
+                    outcome = await runs.kopf_execute(settings, handler, cause, handler_state, lifecycle,
+                                                      extra_context, default_errors)
+                except Decided as decided:
+                    outcomes[handler.id] = runs.decided(cycle, handler, cause, handler_state, decided)
+                    continue
+                finally:
+                    if errors is not None:
+                        kopf_runs.default_errors.reset(errors)
+                outcomes[handler.id] = runs.concluded(cycle, settings, handler, cause, handler_state, outcome)
+            # A finished handler that saw an older state and is not planned now (the lifecycle
+            # runs one at a time) is re-armed, so that the cause does not end before it re-runs.
+            for handler in woken:
+                if handler.id not in outcomes and progress_of(state, handler).finished:
+                    outcomes[handler.id] = KopfOutcome(final=False, delay=0)
+                elif handler.id not in outcomes:  # an unfinished one: the next cycle runs it, at once and
+                    waits.append(0.0)  # without a write (the one planned may conclude quietly: no event)
+            found = ours(cycle, outcomes, waiting, waits)
+            if parent is not None:  # sub-handlers: the parent's run decides the delays
+                waited = children.waiting(handlers, state, outcomes, waiting, cycle.records, waits, unknown)
+                if waited is not None:
+                    parent.children[str(handler_var.get().id)] = waited
+                track(cycle, handlers)
+                parent.tracked.update(cycle.tracked)
+                return outcomes
+            if cycle.records or cycle.tracked:
+                track(cycle, handlers)
+                refresh(self.plugins, cycle, cause)
+                prune(cycle, cause)
+            # Which of Kopf's delays are ours (parked, rechecking); none where nothing is ours: a
+            # parked handler has a memory, or lost it and was woken to conclude afresh.
+            if cycle.persists and (cycle.records or found or woken):
+                found.update(str(h.id) for h in handlers
+                             if h.id not in outcomes and is_parked(progress_of(state, h)))
+                final = with_outcomes(state, outcomes) if found else state
+                wake = dependents.wake_keys(cycle.objects, handlers, cycle.records, found, cause) \
+                    if cycle.objects else ()
+                delays.tell(getattr(cause, "patch", None), final, found, waits, wake,
+                            functools.partial(dependents.changed, cycle.objects, handlers, cause) if wake else None)
+            return outcomes
+        finally:
+            end(token)
+
+
+def select(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], cause: Cause, state: State,
+           unknown: Mapping[str, float | None]) -> tuple[list[Handler], list[Handler], list[HandlerId], list[float]]:
+    """The handlers to run (Kopf's awakened ones, and ours that are due or woken), those woken by
+    us, those that wait for us, and the seconds until each of ours is looked at again."""
+    todo: list[Handler] = []
+    woken: list[Handler] = []
+    waiting: list[HandlerId] = []
+    waits: list[float] = []
+    now = datetime.datetime.now(datetime.timezone.utc) if cycle.records else None
+    for h in handlers:
+        handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
+        wait = None if now is None or handler_state.finished else recheck_wait(plugins, cycle, h, cause, now)
+        due = None if now is None or handler_state.finished else deadlines.wait(cycle.records.get(str(h.id)), now)
+        if unknown and str(h.id) in unknown:
+            waiting.append(h.id)  # held until its objects are known: no deadline runs it before
+            again = unknown[str(h.id)]
+            if again is not None:  # looked at again then (a listing under way; a held sub-handler)
+                waits.append(again)
+            continue
+        elif due == 0.0:  # its escalation's deadline has come: it runs, and escalates
+            todo.append(h)
+            woken.append(h)
+            continue
+        elif wait is not None and wait > 0:  # rechecking, not due yet (Kopf's stored delay is stale)
+            waiting.append(h.id)
+            waits.append(wait)
+        elif wait is not None or handler_state.awakened:  # due by our schedule, or by Kopf's
+            todo.append(h)
+            continue
+        elif wakes(plugins, cycle, h, cause, handler_state):
+            todo.append(h)
+            woken.append(h)
+            continue
+        if due is not None:  # still waiting: it runs at its deadline, without a write before
+            waits.append(due + deadlines.MARGIN)
+    return todo, woken, waiting, waits
+
+
+def ours(cycle: Cycle, outcomes: dict[HandlerId, KopfOutcome], waiting: list[HandlerId],
+         waits: list[float]) -> set[str]:
+    """The handlers whose delays are ours (parked, rechecking, waiting), with their waits added;
+    those that concluded quietly (nothing new to store) leave ``outcomes`` and wait: Kopf keeps
+    its progress."""
+    found = {str(handler_id) for handler_id in waiting} if waiting else set()
+    for handler_id, outcome in list(outcomes.items()):
+        if not isinstance(outcome.exception, (Parked, Rechecking)):
+            continue  # Kopf's own
+        found.add(str(handler_id))
+        if isinstance(outcome.exception, Rechecking):
+            requeue.ran(str(handler_id))
+            waits.append(next_recheck(cycle, str(handler_id), outcome))
+        due = deadlines.until(outcome.exception.deadline, datetime.datetime.now(datetime.timezone.utc))
+        if due is not None:
+            waits.append(due + deadlines.MARGIN)
+        if str(handler_id) in cycle.quiet:
+            del outcomes[handler_id]
+            waiting.append(handler_id)
+    return found
+
+
+def next_recheck(cycle: Cycle, handler_id: str, outcome: KopfOutcome) -> float:
+    """Seconds to the next point of the grid of a recheck that ran now (not a full interval from
+    now: that drifted by each cycle's own time); a new conclusion starts its grid now."""
+    record = cycle.records.get(handler_id)
+    if handler_id in cycle.quiet and record is not None:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        due = requeue.next_due(record, now, after=True, served=True)
+        if due is not None:
+            return max(0.0, (due - now).total_seconds())
+    return outcome.delay or 0.0
