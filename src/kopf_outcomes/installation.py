@@ -61,7 +61,6 @@ def install(
             manager.replace(policy_plugin, name=policy_plugin.name)
         _patch = _kopf.Wrappers(manager)
         _patch.attach()
-        _kopf.held.attach()  # a declared shard's no-op removals cost no diff (issue 31)
         misuse.installed(True)
         outcome_events.enable(events, series=_kopf.post_event)
         return manager
@@ -97,7 +96,6 @@ def uninstall() -> None:
     global _patch
     if _patch is not None:
         _patch.detach()
-        _kopf.held.detach()
         outcome_events.enable(False)
         _patch = None
         misuse.installed(False)

@@ -17,10 +17,9 @@ it so). Everything above it speaks in our outcomes and runs; everything below kn
 - :mod:`.kopf_runs` — the read-only :class:`~kopf_outcomes.HandlerRun` built from Kopf's objects;
 - :mod:`.event_series` — outcome Events as series (a count that grows), with Kopf's API client.
 """
-from kopf_outcomes._kopf import held
 from kopf_outcomes._kopf.cycle import current_memory
 from kopf_outcomes._kopf.event_series import post as post_event
 from kopf_outcomes._kopf.internals import SUPPORTED, check_version
 from kopf_outcomes._kopf.wrappers import Wrappers
 
-__all__ = ["SUPPORTED", "Wrappers", "check_version", "current_memory", "held", "post_event"]
+__all__ = ["SUPPORTED", "Wrappers", "check_version", "current_memory", "post_event"]

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kopf_outcomes import memory, shards
-from kopf_outcomes._kopf.internals import deletion_ids, operator_registry, patches
+from kopf_outcomes._kopf.internals import deletion_ids, operator_registry
 
 _LOGGER = logging.getLogger("kopf_outcomes")
 WAITING = frozenset({"pending", "retained"})
@@ -39,7 +39,6 @@ _told: collections.OrderedDict[tuple[str, tuple[str, ...]], None] = collections.
 TOLD_LIMIT = 65536
 
 _wrappers: weakref.WeakSet[Callable[..., None]] = weakref.WeakSet()  # every allow_deletion of wrap()
-_original_json_patch: Callable[..., Any] | None = None  # Kopf's Patch.as_json_patch while attached
 
 
 def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
@@ -98,21 +97,6 @@ def wrap_json_patch(original: Callable[..., Any]) -> Callable[..., Any]:
                 return []
         return original(self, *args, **kwargs)
     return as_json_patch
-
-
-def attach() -> None:
-    """Put :func:`wrap_json_patch` into Kopf's ``Patch`` (idempotent); :func:`detach` takes it out."""
-    global _original_json_patch
-    if _original_json_patch is None:
-        _original_json_patch = patches.Patch.as_json_patch
-        patches.Patch.as_json_patch = wrap_json_patch(_original_json_patch)  # type: ignore[method-assign]
-
-
-def detach() -> None:
-    global _original_json_patch
-    if _original_json_patch is not None:
-        patches.Patch.as_json_patch = _original_json_patch  # type: ignore[method-assign]
-        _original_json_patch = None
 
 
 def _tell(body: Mapping[str, Any], held: list[str], finalizer: str) -> None:

@@ -14,6 +14,8 @@ decide stays Kopf's own.
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 - ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
 - ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
+- ``patches.Patch.as_json_patch`` — no copy and diff of a body for a declared shard's refused
+  removal of the finalizer of another shard's object (:mod:`.held`).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from typing import Any
 from kopf_outcomes import engine, objects
 from kopf_outcomes._kopf import delays, held, kopf_runs, requeue
 from kopf_outcomes._kopf.handler_run import Runs
-from kopf_outcomes._kopf.internals import application, execution, finalizers, queueing
+from kopf_outcomes._kopf.internals import application, execution, finalizers, patches, queueing
 from kopf_outcomes._kopf.reaction import Reactions
 from kopf_outcomes.manager import PluginManager
 
@@ -45,6 +47,7 @@ class Wrappers:
             (queueing, "worker"): queueing.worker,
             (queueing, "watcher"): queueing.watcher,
             (finalizers, "allow_deletion"): finalizers.allow_deletion,
+            (patches.Patch, "as_json_patch"): patches.Patch.as_json_patch,
         }
         runs = Runs(plugins, execution.invoke_handler, execution.execute_handler_once)
         # Bound once: the cycle knows its own entry by identity (``is``), on every run.
@@ -57,6 +60,7 @@ class Wrappers:
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
         self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
+        self.as_json_patch = held.wrap_json_patch(patches.Patch.as_json_patch)  # another shard's: no diff
 
     def attach(self) -> None:
         for module, name in self.originals:
