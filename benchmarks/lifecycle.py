@@ -41,7 +41,10 @@ from tests.chaos.operators.common import OPERATOR
 from tests.chaos.shards import LABEL, SHARDS
 
 SIDES = {"stock": "tests/chaos/operators/stock_shard.py", "ours": "tests/chaos/operators/shard.py"}
-LAYOUTS = {"one_process": SHARDS[:1], "three_shards": SHARDS}
+# The shards and who selects each shard's objects: Kopf on every event ("client": every shard
+# handles every object's events), or the API server (Kopf 1.45's settings.watching.label_selectors).
+LAYOUTS = {"one_process": (SHARDS[:1], "client"), "three_shards": (SHARDS, "client"),
+           "three_shards_selected": (SHARDS, "server")}
 USER_AGENT = "kopf/"
 CONCURRENCY = 48
 
@@ -71,8 +74,8 @@ class _Callbacks:
             _content_type=MERGE_PATCH)  # type: ignore[call-arg]  # not in the client's stubs
 
 
-async def _side(api: client.ApiClient, cluster: ClusterInfo, side: str, shards: tuple[str, ...], objects: int,
-                callback_after: float, poll: float) -> dict[str, Any]:
+async def _side(api: client.ApiClient, cluster: ClusterInfo, side: str, shards: tuple[str, ...], selection: str,
+                objects: int, callback_after: float, poll: float) -> dict[str, Any]:
     names = [f"obj-{i:05d}" for i in range(objects)]
     shard_of = {name: shards[i % len(shards)] for i, name in enumerate(names)}
     shard_of.update({f"warm-{s}": s for s in shards})
@@ -86,7 +89,8 @@ async def _side(api: client.ApiClient, cluster: ClusterInfo, side: str, shards: 
         system.on_start = callbacks.on_start
         ops = [await stack.enter_async_context(Operator(
             SIDES[side], namespace, kubeconfig=cluster.admin_kubeconfig, label=f"life-{side}-{shard}",
-            env={"SHARD": shard, "EXTERNAL_SYSTEM_URL": url, "POLL": f"{poll:g}"})) for shard in shards]
+            env={"SHARD": shard, "SELECTION": selection, "EXTERNAL_SYSTEM_URL": url, "POLL": f"{poll:g}"}))
+            for shard in shards]
         mirror = await stack.enter_async_context(Mirror(api, namespace))
 
         def alive() -> None:
@@ -146,7 +150,8 @@ async def run(*, quick: bool, objects: int | None = None, retries: Retries | Non
     callback_after, poll = (3.0, 1.0) if quick else (15.0, 5.0)  # the seed's answer: delay=5, done at 15 s
     report: dict[str, Any] = {"params": {
         "objects": objects, "callback_after_s": callback_after, "stock_poll_s": poll, "shards": list(SHARDS),
-        "operators": SIDES, "counted": f"requests with user agent {USER_AGENT}*, from the first creation "
+        "operators": SIDES, "selection": {layout: selection for layout, (_, selection) in LAYOUTS.items()},
+        "counted": f"requests with user agent {USER_AGENT}*, from the first creation "
                                        "to the last object gone", "audit": "every request, Metadata level"}}
     say(f"lifecycle: {objects} objects per side; callbacks {callback_after:g}s after each start; "
         f"stock polls every {poll:g}s")
@@ -156,10 +161,11 @@ async def run(*, quick: bool, objects: int | None = None, retries: Retries | Non
             api.retries = retries
         try:
             await ensure_crd_served(api, EXAMPLE_CRD)
-            for layout, shards in LAYOUTS.items():
+            for layout, (shards, selection) in LAYOUTS.items():
                 report[layout] = {}
                 for side in SIDES:
-                    report[layout][side] = await _side(api, cluster, side, shards, objects, callback_after, poll)
+                    report[layout][side] = await _side(api, cluster, side, shards, selection, objects,
+                                                       callback_after, poll)
                 stock, ours = report[layout]["stock"], report[layout]["ours"]
                 report[layout]["ratio"] = {
                     "cpu": ratio(ours["cpu_s"], stock["cpu_s"]),
@@ -168,9 +174,10 @@ async def run(*, quick: bool, objects: int | None = None, retries: Retries | Non
                     "wall": ratio(ours["wall_s"], stock["wall_s"])}
         finally:
             await api.close()
-    report["three_over_one"] = {side: {
-        "wall": ratio(report["three_shards"][side]["wall_s"], report["one_process"][side]["wall_s"]),
-        "cpu": ratio(report["three_shards"][side]["cpu_s"], report["one_process"][side]["cpu_s"]),
-        "requests": ratio(report["three_shards"][side]["requests"]["requests"],
+    report["three_over_one"] = {layout: {side: {
+        "wall": ratio(report[layout][side]["wall_s"], report["one_process"][side]["wall_s"]),
+        "cpu": ratio(report[layout][side]["cpu_s"], report["one_process"][side]["cpu_s"]),
+        "requests": ratio(report[layout][side]["requests"]["requests"],
                           report["one_process"][side]["requests"]["requests"])} for side in SIDES}
+        for layout in LAYOUTS if layout != "one_process"}
     return report

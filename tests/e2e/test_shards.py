@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import pytest
+from kopf import OperatorSettings
 from kopf._cogs.structs import finalizers
 
 from tests.docs.blocks import ROOT, blocks
@@ -88,17 +89,28 @@ def move_as_the_howto_says(cluster, namespace: str, name: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+SERVER_SELECTS = hasattr(OperatorSettings().watching, "label_selectors")  # Kopf 1.45 and later
+
+
+@pytest.mark.parametrize("selection", [
+    "client",
+    pytest.param("server", marks=pytest.mark.skipif(
+        not SERVER_SELECTS, reason="Kopf < 1.45 has no server-side label selectors: every shard filters every object")),
+])
 async def test_a_waiting_object_moved_to_another_shard_is_kept_and_continued_there_with_one_key(
-        objects, namespace, operator, cluster):
+        objects, namespace, operator, cluster, selection):
     """Rechecks every 2 s: the shard the object leaves drops its own (it runs nothing after the
-    move), the shard it joins takes them over from the memory, quietly (no write, no new start)."""
-    async with operator(RECIPE, SHARD="a", RECHECK_SECONDS="2") as a, \
-            operator(RECIPE, SHARD="b", RECHECK_SECONDS="2") as b:
+    move), the shard it joins takes them over from the memory, quietly (no write, no new start).
+    Selected by the API server, the shard it leaves is told that the object was deleted (it no
+    longer matches the watch's selector), and the shard it joins that it was added."""
+    async with operator(RECIPE, SHARD="a", RECHECK_SECONDS="2", SHARD_SELECTION=selection) as a, \
+            operator(RECIPE, SHARD="b", RECHECK_SECONDS="2", SHARD_SELECTION=selection) as b:
         await deleting_on(objects, namespace, "moved", "a")
         await eventually(lambda: asyncio.sleep(0, keys(a)), what="shard a to start the external deletion")
         await eventually(lambda: asyncio.sleep(0, runs(a) >= 2), what="shard a's first recheck")
         assert writes(b) == 0, "shard b wrote to shard a's object"
 
+        moved = time.time()
         move_as_the_howto_says(cluster, namespace, "moved")
         await asyncio.sleep(0.5)  # the move's event reaches both shards
         runs_on_a, writes_on_a, writes_on_b = runs(a), writes(a), writes(b)
@@ -113,6 +125,10 @@ async def test_a_waiting_object_moved_to_another_shard_is_kept_and_continued_the
         assert any(r.message == "Handler 'delete_fn' succeeded." for r in b.records())
         assert runs(a) == runs_on_a
         assert len(keys(a)) == 1 and keys(b) == []
+        if selection == "server":  # each shard saw its own objects only: b none before the move; a was told "gone"
+            assert not any(r.time < moved for r in b.records(f"{namespace}/moved"))
+            assert any(r.message == "Deleted, really deleted, and we are notified." and r.time >= moved
+                       for r in a.records(f"{namespace}/moved"))
 
 
 @pytest.mark.skipif("patch" in inspect.signature(finalizers.allow_deletion).parameters,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+import kopf
 
 OPERATOR = os.environ.get("CHAOS_OPERATOR", "main")
 
@@ -29,3 +30,13 @@ async def start_external(namespace: str, name: str, key: str) -> None:
     async with aiohttp.ClientSession(timeout=timeout) as session:
         async with session.post(f"{url}/start", json=payload) as response:
             response.raise_for_status()
+
+
+def select_on_the_server(settings: kopf.OperatorSettings, label: str, shard: str) -> None:
+    """With ``$SELECTION=server``, a shard by label watches only its own objects: the API server
+    selects them (Kopf 1.45 and later); by default, Kopf filters every object's events itself."""
+    selection = os.environ.get("SELECTION", "client")
+    if selection not in ("client", "server"):
+        raise ValueError(f"SELECTION={selection!r}: expected 'client' or 'server'")
+    if selection == "server":
+        settings.watching.label_selectors["kopf.dev", "kopfexamples"] = f"{label}={shard}"

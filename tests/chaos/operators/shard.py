@@ -8,11 +8,16 @@ from typing import Any
 import kopf
 
 import kopf_outcomes
-from tests.chaos.operators.common import called_back, start_external
+from tests.chaos.operators.common import called_back, select_on_the_server, start_external
 
 kopf_outcomes.install()
 SHARD_LABEL = "kopf-outcomes.example.com/shard"
 SHARD_FILTER = kopf_outcomes.shard(SHARD_LABEL, os.environ["SHARD"])
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    select_on_the_server(settings, SHARD_LABEL, os.environ["SHARD"])
 
 
 @kopf_outcomes.handler_options(ignore=[["metadata", "labels", SHARD_LABEL]])

@@ -11,17 +11,19 @@ from typing import Any
 
 import kopf
 
-from tests.chaos.operators.common import called_back, start_external
+from tests.chaos.operators.common import called_back, select_on_the_server, start_external
 
 SHARD = os.environ["SHARD"]
+SHARD_LABEL = "kopf-outcomes.example.com/shard"
 
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"shard-{SHARD}.example.com/finalizer"
+    select_on_the_server(settings, SHARD_LABEL, SHARD)
 
 
-@kopf.on.delete("kopf.dev", "v1", "kopfexamples", labels={"kopf-outcomes.example.com/shard": SHARD})
+@kopf.on.delete("kopf.dev", "v1", "kopfexamples", labels={SHARD_LABEL: SHARD})
 async def delete_fn(namespace: str | None, name: str, uid: str, status: kopf.Status, retry: int,
                     logger: kopf.Logger, **_: Any) -> None:
     if called_back(status):
