@@ -47,6 +47,7 @@ def test_rows_show_the_figures_per_object() -> None:
     text = "\n".join(rows)
     assert "| operator CPU per object, ms | 20.00 | 10.06 | 0.503× | one process: CPU |" in text
     assert "| … of them refused (4xx: conflicts, gone), per object | 0.30 | 0.30 | | |" in text
-    assert "3 shards by label / one process, kopf-outcomes: wall time, CPU, requests | | | 1.50× / 2.50× / 1.20×" in text
+    assert ("3 shards by label / one process, kopf-outcomes: wall time, CPU, requests "
+            "| | | 1.50× / 2.50× / 1.20×") in text
     assert ("3 shards by label, selected by the API server / one process, stock Kopf: wall time, CPU, requests "
             "| | | 0.90× / 1.05× / 1.00×") in text

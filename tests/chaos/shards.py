@@ -30,13 +30,17 @@ Finalizer = Callable[[str], str]  # the finalizer that holds an object on a shar
 
 
 async def shards(path: Path, report: Figures, objects: client.CustomObjectsApi, namespace: str,
-                 rng: random.Random, operator: Callable[..., OperatorProcess], finalizer: Finalizer) -> None:
+                 rng: random.Random, operator: Callable[..., OperatorProcess], finalizer: Finalizer,
+                 selection: str = "client") -> None:
+    """``selection``: who selects a shard's objects by their label, Kopf on every event ("client")
+    or the API server ("server", Kopf 1.45's ``settings.watching.label_selectors``)."""
     names = [f"s{i}" for i in range(COUNT)]
     shard_of = {name: SHARDS[i % len(SHARDS)] for i, name in enumerate(names)}
     report.objects = COUNT
     system = ExternalSystem()
     async with system as url:
-        ops = {shard: Operators(functools.partial(operator, str(path), SHARD=shard, EXTERNAL_SYSTEM_URL=url, POLL="2"))
+        ops = {shard: Operators(functools.partial(operator, str(path), SHARD=shard, SELECTION=selection,
+                                                 EXTERNAL_SYSTEM_URL=url, POLL="2"))
                for shard in SHARDS}
         try:
             for supervisor in ops.values():
@@ -82,7 +86,7 @@ async def shards(path: Path, report: Figures, objects: client.CustomObjectsApi, 
               for r in op.records() if r.message.startswith(WRITES) and waiting_since <= r.time <= waiting_until]
     report.operator_exits = [code for supervisor in ops.values() for code in supervisor.unexpected_exits]
     report.extra.update(
-        shards=len(SHARDS), moved=moved, killed_shard=killed,
+        shards=len(SHARDS), selection=selection, moved=moved, killed_shard=killed,
         writes_while_waiting=len(writes),
         writes_while_waiting_seen=writes[:10],
         wake_after_move_s=_spread([woken[n] for n in moved if n in woken]),

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+from kopf import OperatorSettings
+
 from tests.chaos.helpers import DEFAULT_FINALIZER, QUICK, ROOT, seed
 from tests.chaos.shards import MOVED, shards
 
@@ -14,9 +17,19 @@ OURS = ROOT / "tests/chaos/operators/shard.py"
 STOCK = ROOT / "tests/chaos/operators/stock_shard.py"
 
 
-async def test_shards_with_kopf_outcomes(objects, namespace, operator, report):
-    report.scenario, report.seed = "shards" + ("-quick" if QUICK else ""), seed()
-    await shards(OURS, report, objects, namespace, random.Random(report.seed), operator, lambda _: DEFAULT_FINALIZER)
+@pytest.mark.parametrize("selection", [
+    "client",
+    pytest.param("server", marks=pytest.mark.skipif(
+        not hasattr(OperatorSettings().watching, "label_selectors"),
+        reason="Kopf < 1.45 selects no labels on the server")),
+])
+async def test_shards_with_kopf_outcomes(objects, namespace, operator, report, selection):
+    """Selected by the API server, a moved object is "deleted" for the shard it leaves and "added"
+    for the one it joins: the same figures must hold."""
+    name = "shards" + ("-selected" if selection == "server" else "")
+    report.scenario, report.seed = name + ("-quick" if QUICK else ""), seed()
+    await shards(OURS, report, objects, namespace, random.Random(report.seed), operator, lambda _: DEFAULT_FINALIZER,
+                 selection)
     report.write()
 
     extra = report.extra

@@ -285,8 +285,9 @@ class KopfWatcher:
     """Kopf's watcher of the children's resource in a namespace that appeared after the start, as
     our wrapper of it sees it: its toggle in Kopf's readiness of the indices, dropped when listed."""
 
-    def __init__(self, registry: kopf.OperatorRegistry, namespace: str = "new") -> None:
-        self.registry, self.namespace = registry, namespace
+    def __init__(self, registry: kopf.OperatorRegistry, namespace: str = "new",
+                 settings: kopf.OperatorSettings | None = None) -> None:
+        self.registry, self.namespace, self.settings = registry, namespace, settings or kopf.OperatorSettings()
         self.indexed = aiotoggles.ToggleSet(all)
         self.stopped = asyncio.Event()
         self.failure: BaseException | None = None
@@ -300,6 +301,7 @@ class KopfWatcher:
                 raise self.failure
 
         kwargs = dict(resource=references.Resource("", "v1", "configmaps", namespaced=True), namespace=self.namespace,
+                      settings=self.settings,
                       operator_indexed=self.indexed, resource_indexed=self.toggle,
                       processor=functools.partial(print, registry=self.registry))
         task = asyncio.create_task(listing.watched(original, kwargs))

@@ -64,6 +64,17 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
                                     " Pass the operator's registry to depends_on_objects(..., registry=...), and"
                                     " declare it before the operator starts.")
             continue
+        narrowed = [(source, selectors) for source in sources
+                    if (selectors := listing.selected_by_server(source.index)) and not source.within(*selectors)]
+        if narrowed:
+            unknown[str(handler.id)] = None
+            _refuse(handler, cause, f"{handler} depends on other objects that the operator watches only in part: the"
+                                    f" API server selects them ({'; '.join(_narrowing(s, sel) for s, sel in narrowed)},"
+                                    " Kopf's settings.watching), so an object outside that selection would be taken"
+                                    " for none. It does not run, and its object keeps its finalizer. Select them by"
+                                    " the same fixed labels in the source (selected(..., labels=...)), or select"
+                                    " nothing on the server for that resource.")
+            continue
         being_listed = listing.unlisted({source.index for source in sources})
         if being_listed:
             unknown[str(handler.id)] = LISTING_RECHECK
@@ -152,6 +163,12 @@ def changed(taken: Mapping[str, Taken], handlers: Collection[Handler], cause: Ca
 
 
 _refused: set[tuple[str, int]] = set()
+
+
+def _narrowing(source: objects.Source, selectors: tuple[str, str]) -> str:
+    labels, fields = selectors
+    said = [f"labels {labels!r}" if labels else "", f"fields {fields!r}" if fields else ""]
+    return f"{'/'.join(source.resource)}: " + " and ".join(filter(None, said))
 
 
 def _refuse(handler: Handler, cause: Cause, message: str, level: int = logging.ERROR) -> None:

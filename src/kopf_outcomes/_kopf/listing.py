@@ -38,6 +38,9 @@ class _Listing(NamedTuple):
 
 _listings: dict[int, _Listing] = {}
 _tokens = itertools.count()
+# Our indices whose resource the API server selects for the operator (Kopf 1.45's label and
+# field selectors, as Kopf joins them): what they hold may be a part of what handlers wait for.
+_selected: dict[str, tuple[str, str]] = {}
 
 
 async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
@@ -50,6 +53,9 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     what = f"{resource.plural} ({resource.group or 'core'}/{resource.version})" + (
         f" in namespace {namespace!r}" if namespace is not None else " cluster-wide")
     ids = index_ids(registry, resource)
+    selectors = server_selectors(kwargs.get("settings"), resource)
+    if any(selectors):
+        _selected.update((index_id, selectors) for index_id in ids if index_id.startswith(OWN_INDEX_PREFIX))
     token = next(_tokens)
     _listings[token] = _Listing(ids, what, indexed, toggle)
     try:
@@ -69,6 +75,21 @@ def forbidden(resource: Any, namespace: str | None, what: str, error: BaseExcept
             f"their objects are unknown, so those handlers are held and their objects keep their finalizers "
             f"(Kopf stops the operator). Grant it the verbs 'list' and 'watch' on {resource.plural!r} of the "
             f"API group {resource.group!r} {where} ({grant}). The API server said: {error}")
+
+
+def server_selectors(settings: Any, resource: Any) -> tuple[str, str]:
+    """The label and field selectors that Kopf's watch of the resource sends, joined as Kopf joins
+    them (none before Kopf 1.45)."""
+    watching = getattr(settings, "watching", None)
+
+    def joined(selectors: Any) -> str:
+        return ",".join(sorted(set(selectors.collect(resource)))) if selectors is not None else ""
+    return joined(getattr(watching, "label_selectors", None)), joined(getattr(watching, "field_selectors", None))
+
+
+def selected_by_server(index: str) -> tuple[str, str] | None:
+    """The API server's selectors of the resource that fills this index of ours, if it has any."""
+    return _selected.get(index)
 
 
 def unlisted(ids: Collection[str]) -> list[str]:

@@ -1,7 +1,9 @@
 """A deletion that waits for the parent's owned ConfigMaps, under what once released it early
 (issue 29): ``SAFETY_MODE=plugin`` — a plugin written for the parent's resource, failing on any
 object without a spec; ``SAFETY_MODE=subhandler`` — the objects declared on a sub-handler (held,
-with one ERROR that says to declare them on the parent, as the default mode does). A policy comes
+with one ERROR that says to declare them on the parent, as the default mode does); ``SAFETY_MODE=selected``
+— the operator watches only ConfigMaps with a label the children lack (Kopf 1.45's server-side
+selectors: held, with one ERROR that says so). A policy comes
 from ``KOPF_OUTCOMES_POLICY`` (``explicit_completion = true``: the handler returns True when done)."""
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ kopf_outcomes.install(plugins=[ReadsTheSpec()] if MODE == "plugin" else [])
 @kopf.on.startup()
 def quick_to_give_up(settings: kopf.OperatorSettings, **_: Any) -> bool:
     settings.networking.error_backoffs = [0.2, 0.2]  # a forbidden listing: Kopf gives up in a second
+    if MODE == "selected":  # the API server sends only the ConfigMaps labelled so (the parents' children are not)
+        settings.watching.label_selectors["configmaps"] = "kopf-outcomes.example.com/watched=yes"
     return True  # done: also under explicit_completion
 
 
