@@ -64,13 +64,11 @@ class Source:
         """For :func:`selected`: each field path of the objects, and its value or template."""
         return (*((paths.dotted(("metadata", "labels", key)), value) for key, value in self.labels), *self.where)
 
-    def within(self, label_selector: str, field_selector: str) -> bool:
-        """Whether every object of this source passes the API server's selectors of the operator's
-        watch of its resource (Kopf's ``settings.watching.label_selectors``/``field_selectors``):
-        only where each term of the label selector is one of the source's fixed labels
-        (``key=value``) and there is no field selector. Else some of its objects may go unseen."""
-        if field_selector.strip():
-            return False
+    def within(self, label_selector: str) -> bool:
+        """Whether every object of this source has the labels that the API server selects for the
+        operator's watch of its resource (Kopf's ``settings.watching.label_selectors``): only where
+        each term of the selector is one of the source's fixed labels (``key=value``). Else some of
+        its objects may go unseen."""
         fixed = {(key, value) for key, value in self.labels if not templates.is_template(value)}
         for term in filter(None, (term.strip() for term in label_selector.split(","))):
             key, sep, value = term.replace("==", "=").partition("=")

@@ -64,12 +64,13 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
                                     " Pass the operator's registry to depends_on_objects(..., registry=...), and"
                                     " declare it before the operator starts.")
             continue
-        narrowed = [(source, selectors) for source in sources
-                    if (selectors := listing.selected_by_server(source.index)) and not source.within(*selectors)]
+        narrowed = [f"{'/'.join(source.resource)}: {selection}" for source in sources
+                    if (selection := listing.selected_by_server(source.index))
+                    and (selection.fields or selection.shard or not source.within(selection.labels))]
         if narrowed:
             unknown[str(handler.id)] = None
             _refuse(handler, cause, f"{handler} depends on other objects that the operator watches only in part: the"
-                                    f" API server selects them ({'; '.join(_narrowing(s, sel) for s, sel in narrowed)},"
+                                    f" API server selects them ({'; '.join(narrowed)},"
                                     " Kopf's settings.watching), so an object outside that selection would be taken"
                                     " for none. It does not run, and its object keeps its finalizer. Select them by"
                                     " the same fixed labels in the source (selected(..., labels=...)), or select"
@@ -163,12 +164,6 @@ def changed(taken: Mapping[str, Taken], handlers: Collection[Handler], cause: Ca
 
 
 _refused: set[tuple[str, int]] = set()
-
-
-def _narrowing(source: objects.Source, selectors: tuple[str, str]) -> str:
-    labels, fields = selectors
-    said = [f"labels {labels!r}" if labels else "", f"fields {fields!r}" if fields else ""]
-    return f"{'/'.join(source.resource)}: " + " and ".join(filter(None, said))
 
 
 def _refuse(handler: Handler, cause: Cause, message: str, level: int = logging.ERROR) -> None:

@@ -38,9 +38,23 @@ class _Listing(NamedTuple):
 
 _listings: dict[int, _Listing] = {}
 _tokens = itertools.count()
-# Our indices whose resource the API server selects for the operator (Kopf 1.45's label and
-# field selectors, as Kopf joins them): what they hold may be a part of what handlers wait for.
-_selected: dict[str, tuple[str, str]] = {}
+
+
+class Selection(NamedTuple):
+    """What Kopf asks the API server to send of a resource (Kopf 1.45's ``settings.watching``):
+    its label and field selectors as Kopf joins them, and its shard selector."""
+
+    labels: str
+    fields: str
+    shard: str
+
+    def __str__(self) -> str:
+        return " and ".join(f"{name} {value!r}" for name, value in zip(self._fields, self, strict=True) if value)
+
+
+# Our indices whose resource the API server selects for the operator: what they hold may be a
+# part of what handlers wait for.
+_selected: dict[str, Selection] = {}
 
 
 async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
@@ -53,9 +67,9 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     what = f"{resource.plural} ({resource.group or 'core'}/{resource.version})" + (
         f" in namespace {namespace!r}" if namespace is not None else " cluster-wide")
     ids = index_ids(registry, resource)
-    selectors = server_selectors(kwargs.get("settings"), resource)
-    if any(selectors):
-        _selected.update((index_id, selectors) for index_id in ids if index_id.startswith(OWN_INDEX_PREFIX))
+    selection = server_selection(kwargs.get("settings"), resource)
+    if any(selection):
+        _selected.update((index_id, selection) for index_id in ids if index_id.startswith(OWN_INDEX_PREFIX))
     token = next(_tokens)
     _listings[token] = _Listing(ids, what, indexed, toggle)
     try:
@@ -77,18 +91,21 @@ def forbidden(resource: Any, namespace: str | None, what: str, error: BaseExcept
             f"API group {resource.group!r} {where} ({grant}). The API server said: {error}")
 
 
-def server_selectors(settings: Any, resource: Any) -> tuple[str, str]:
-    """The label and field selectors that Kopf's watch of the resource sends, joined as Kopf joins
-    them (none before Kopf 1.45)."""
+def server_selection(settings: Any, resource: Any) -> Selection:
+    """What Kopf's watch of the resource asks the API server for, as Kopf builds its query
+    (``watching.watch_objs``); nothing before Kopf 1.45."""
     watching = getattr(settings, "watching", None)
 
-    def joined(selectors: Any) -> str:
-        return ",".join(sorted(set(selectors.collect(resource)))) if selectors is not None else ""
-    return joined(getattr(watching, "label_selectors", None)), joined(getattr(watching, "field_selectors", None))
+    def collected(name: str) -> list[str]:
+        selectors = getattr(watching, name, None)
+        return list(selectors.collect(resource)) if selectors is not None else []
+    shard, *_ = collected("shard_selectors") or [""]
+    return Selection(",".join(sorted(set(collected("label_selectors")))),
+                     ",".join(sorted(set(collected("field_selectors")))), shard)
 
 
-def selected_by_server(index: str) -> tuple[str, str] | None:
-    """The API server's selectors of the resource that fills this index of ours, if it has any."""
+def selected_by_server(index: str) -> Selection | None:
+    """What the API server sends of the resource that fills this index of ours, where it selects."""
     return _selected.get(index)
 
 
