@@ -145,10 +145,13 @@ def kopf_outcomes_observe_object(
 
 @hookspec
 def kopf_outcomes_object_gone(resource: ResourceRef | None, body: Mapping[str, Any]) -> None:
-    """Be told that an object has left the cluster (Kopf's watch saw it deleted): nothing of it
-    waits any more, whatever ``kopf_outcomes_observe_object`` last said. For metrics that keep
-    state per object. Called once per object of every resource that Kopf watches, after Kopf's
-    processing of its deletion; must be cheap: no API calls.
+    """Be told that an object has left the operator's watch (Kopf's watch saw it deleted): nothing
+    of it waits here any more, whatever ``kopf_outcomes_observe_object`` last said. For metrics
+    that keep state per object. Called after Kopf's processing of the deletion, once per object of
+    every resource that Kopf watches; again if it comes back and leaves again: where the API
+    server selects the objects (Kopf 1.45's ``settings.watching.label_selectors``, as shards by
+    label do), an object relabelled out of the selection is "deleted" for this operator while it
+    lives on elsewhere. Must be cheap: no API calls.
 
     :param resource: the resource kind.
     :param body: the object's last state.

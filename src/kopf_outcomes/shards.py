@@ -11,12 +11,15 @@ another value of the label, or none: that object is another shard's (or waits fo
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["declared", "others", "shard"]
 
 declared: tuple[str, str] | None = None  # (label, value) of this process's shard, if it is one
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")  # a label's name, and its value
+_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")  # a DNS subdomain
 
 
 def shard(label: str, value: str) -> dict[str, str]:
@@ -31,6 +34,14 @@ def shard(label: str, value: str) -> dict[str, str]:
     if not isinstance(value, str) or not value:
         raise ValueError(f"kopf_outcomes.shard(): the value of the label {label!r} must be a non-empty string "
                          f"(this Deployment's shard, e.g. from an environment variable), got {value!r}")
+    # Kubernetes' label syntax: else the API server refuses the selector, or nothing ever matches.
+    prefix, _, name = label.rpartition("/")
+    if not _NAME.fullmatch(name) or len(name) > 63 or (prefix and (len(prefix) > 253 or not _PREFIX.fullmatch(prefix))):
+        raise ValueError(f"kopf_outcomes.shard(): {label!r} is not a Kubernetes label key ([prefix/]name: a name of "
+                         f"up to 63 letters, digits, '-', '_', '.', beginning and ending with a letter or digit)")
+    if not _NAME.fullmatch(value) or len(value) > 63:
+        raise ValueError(f"kopf_outcomes.shard(): {value!r} is not a Kubernetes label value for {label!r} (up to 63 "
+                         f"letters, digits, '-', '_', '.', beginning and ending with a letter or digit)")
     if declared is not None and declared != (label, value):
         raise ValueError(f"kopf_outcomes.shard(): this process is already the shard {declared[0]}={declared[1]}; "
                          f"one process serves one shard, not also {label}={value}")

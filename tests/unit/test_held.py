@@ -144,6 +144,10 @@ def test_a_shard_removes_no_finalizer_of_another_shards_object(caplog: pytest.Lo
     ("", "a", "the label must be a non-empty string"),
     ("example.com/shard", None, "the value of the label 'example.com/shard' must be a non-empty string"),
     ("example.com/shard", "", "must be a non-empty string"),
+    ("example.com/shard", " a", "' a' is not a Kubernetes label value for 'example.com/shard'"),
+    ("example.com/shard", "a/b", "'a/b' is not a Kubernetes label value"),
+    ("Example.com/shard", "a", "'Example.com/shard' is not a Kubernetes label key"),
+    ("example.com/-shard", "a", "is not a Kubernetes label key"),
 ])
 def test_a_bad_shard_is_refused_with_what_is_wrong(label: str, value: Any, says: str) -> None:
     with pytest.raises(ValueError, match=says):

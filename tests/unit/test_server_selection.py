@@ -92,7 +92,7 @@ async def test_a_deletion_waiting_for_children_the_server_filters_out_is_held(
     # Without the hold: run with no objects, succeeded, and the finalizer released with the child left.
     assert runs == [] and outcomes == {}
     [error] = [message for level, message in collector.pairs() if level >= logging.ERROR]
-    assert f"the API server selects them ({said}," in error
+    assert f"asks the API server for a selection of them ({said}," in error
     assert "keeps its finalizer" in error
 
 

@@ -69,8 +69,8 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
                     and (selection.fields or selection.shard or not source.within(selection.labels))]
         if narrowed:
             unknown[str(handler.id)] = None
-            _refuse(handler, cause, f"{handler} depends on other objects that the operator watches only in part: the"
-                                    f" API server selects them ({'; '.join(narrowed)},"
+            _refuse(handler, cause, f"{handler} depends on other objects that the operator watches only in part: it"
+                                    f" asks the API server for a selection of them ({'; '.join(narrowed)},"
                                     " Kopf's settings.watching), so an object outside that selection would be taken"
                                     " for none. It does not run, and its object keeps its finalizer. Select them by"
                                     " the same fixed labels in the source (selected(..., labels=...)), or select"

@@ -32,11 +32,14 @@ async def start_external(namespace: str, name: str, key: str) -> None:
             response.raise_for_status()
 
 
+SELECTION = os.environ.get("SELECTION", "client")  # checked at import: Kopf retries a failing startup
+if SELECTION not in ("client", "server") or (
+        SELECTION == "server" and not hasattr(kopf.OperatorSettings().watching, "label_selectors")):
+    raise ValueError(f"SELECTION={SELECTION!r}: expected 'client', or 'server' on Kopf 1.45 and later")
+
+
 def select_on_the_server(settings: kopf.OperatorSettings, label: str, shard: str) -> None:
     """With ``$SELECTION=server``, a shard by label watches only its own objects: the API server
     selects them (Kopf 1.45 and later); by default, Kopf filters every object's events itself."""
-    selection = os.environ.get("SELECTION", "client")
-    if selection not in ("client", "server"):
-        raise ValueError(f"SELECTION={selection!r}: expected 'client' or 'server'")
-    if selection == "server":
+    if SELECTION == "server":
         settings.watching.label_selectors["kopf.dev", "kopfexamples"] = f"{label}={shard}"
