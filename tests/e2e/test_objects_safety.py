@@ -97,6 +97,25 @@ async def test_children_the_api_server_does_not_send_hold_the_parent_until_all_a
         await released_after(api, objects, namespace, "sel", child)
 
 
+@pytest.mark.skipif(not hasattr(kopf.OperatorSettings().watching, "label_selectors"),
+                    reason="Kopf < 1.45 selects nothing on the server")
+async def test_objects_selected_by_the_same_labels_as_the_api_server_s_are_all_seen_and_waited_for(
+        api, objects, namespace, operator) -> None:
+    core = client.CoreV1Api(api)
+    async with operator(OPERATOR, SAFETY_MODE="selected-implied") as op:
+        await create_example(objects, namespace, "imp")
+        await core.create_namespaced_config_map(namespace, {"metadata": {
+            "name": "watched", "labels": {"kopf-outcomes.example.com/watched": "yes"}}})
+        await eventually(lambda: finalizer_added(objects, namespace, "imp"), what="the finalizer")
+        await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "imp")
+        await op.wait_for(lambda r: r.message == PENDING, what="Pending: the labelled ConfigMap is seen")
+        await asyncio.sleep(HELD)
+        assert await get_example(objects, namespace, "imp") is not None
+        await core.delete_namespaced_config_map("watched", namespace)
+        await eventually(lambda: _gone(objects, namespace, "imp"), timeout=10, what="the parent to go")
+        assert errors(op) == []
+
+
 async def test_a_forbidden_child_list_holds_the_parent_and_names_the_permission(
         cluster, api, objects, namespace, tmp_path: Path) -> None:
     # The documented RBAC of an operator: its resource and Events, no ConfigMaps.

@@ -15,7 +15,10 @@ import kopf
 import kopf_outcomes
 
 MODE = os.environ.get("SAFETY_MODE", "")
-CHILDREN = kopf_outcomes.owned("v1", "configmaps")
+WATCHED = {"kopf-outcomes.example.com/watched": "yes"}  # SAFETY_MODE=selected*: the only ConfigMaps watched
+# "selected-implied": the objects waited for carry the very labels the API server selects: all seen.
+CHILDREN = kopf_outcomes.selected("v1", "configmaps", labels=WATCHED) if MODE == "selected-implied" else \
+    kopf_outcomes.owned("v1", "configmaps")
 
 
 class ReadsTheSpec:
@@ -33,8 +36,8 @@ kopf_outcomes.install(plugins=[ReadsTheSpec()] if MODE == "plugin" else [])
 @kopf.on.startup()
 def quick_to_give_up(settings: kopf.OperatorSettings, **_: Any) -> bool:
     settings.networking.error_backoffs = [0.2, 0.2]  # a forbidden listing: Kopf gives up in a second
-    if MODE == "selected":  # the API server sends only the ConfigMaps labelled so (the parents' children are not)
-        settings.watching.label_selectors["configmaps"] = "kopf-outcomes.example.com/watched=yes"
+    if MODE.startswith("selected"):  # the API server sends only the ConfigMaps labelled so
+        settings.watching.label_selectors["configmaps"] = ",".join(f"{k}={v}" for k, v in WATCHED.items())
     return True  # done: also under explicit_completion
 
 
