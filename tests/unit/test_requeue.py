@@ -99,6 +99,46 @@ async def test_a_requeued_event_reaches_only_the_change_handlers() -> None:
     assert len(registry._watching.get_all_handlers()) == 1  # the operator's own registry is untouched
 
 
+@pytest.mark.parametrize(("selected", "still", "processed", "gone"), [
+    (False, False, ["MODIFIED", "MODIFIED"], 0),  # nothing selected on the server: nothing asked
+    (True, True, ["MODIFIED", "MODIFIED"], 0),
+    (True, False, ["MODIFIED"], 1),  # it left the watch unseen: the recheck is dropped, told as gone
+])
+async def test_a_recheck_of_a_resource_selected_on_the_server_runs_only_while_the_object_is_in_the_selection(
+        selected: bool, still: bool, processed: list[str], gone: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
+
+    import kopf
+
+    import tests.unit.kopf_objects
+    from kopf_outcomes._kopf import listing
+
+    settings, asked, seen, told = kopf.OperatorSettings(), [], [], []
+    if selected and hasattr(settings.watching, "label_selectors"):
+        settings.watching.label_selectors[tests.unit.kopf_objects.RESOURCE.plural] = "shard=a"
+    elif selected:
+        pytest.skip("Kopf < 1.45 selects nothing on the server")
+
+    async def still_selected(*args: Any) -> bool:  # the API server's answer (tests/e2e/test_still_selected.py)
+        asked.append(args[2])
+        return still
+    monkeypatch.setattr(listing, "still_selected", still_selected)
+
+    async def process_resource_event(*, raw_event: Any, **_: Any) -> None:
+        seen.append(raw_event["type"])
+
+    async def kopf_worker(*, processor: Any, streams: Any, key: str) -> None:
+        await processor(raw_event={"type": "MODIFIED", "object": {}})
+        await processor(raw_event=requeue.Requeued({"type": "MODIFIED", "object": {}}))
+
+    worker = requeue.wrap_worker(kopf_worker, lambda resource, body: told.append(body))
+    await worker(processor=functools.partial(process_resource_event, settings=settings, registry=None,
+                                             resource=tests.unit.kopf_objects.RESOURCE),
+                 streams={"k": types.SimpleNamespace(backlog=asyncio.Queue())}, key="k")
+    assert seen == processed and len(told) == gone
+    assert asked == ([listing.Selection("shard=a", "", "")] if selected else [])
+
+
 @pytest.mark.parametrize(("elapsed", "quiet"), [(0, 0), (59, 0), (60, 0), (119.6, 1), (125, 1), (300, 4)])
 def test_quiet_rechecks_are_counted_from_the_grid(elapsed: float, quiet: int) -> None:
     """Kopf stored retries=1 with the conclusion; the k-th recheck is attempt k+1: k-1 quiet ones."""

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, NamedTuple
 
-from kopf_outcomes._kopf.internals import APIForbiddenError, index_ids
+from kopf_outcomes._kopf.internals import APIForbiddenError, index_ids, kopf_api
 
 _LOGGER = logging.getLogger("kopf_outcomes")
 OWN_INDEX_PREFIX = "kopf_outcomes_objects_"  # objects.Source.index: the indices of depends_on_objects
@@ -107,6 +107,24 @@ def server_selection(settings: Any, resource: Any) -> Selection:
 def selected_by_server(index: str) -> Selection | None:
     """What the API server sends of the resource that fills this index of ours, where it selects."""
     return _selected.get(index)
+
+
+async def still_selected(settings: Any, resource: Any, selection: Selection, body: Any) -> bool:
+    """Whether the API server still sends this object to the operator's watch: a watch that
+    restarted from a new listing ("410 Gone") is not told of an object that left its selection
+    meanwhile (relabelled to another shard), and a recheck must not act on its last state. Asked
+    of the API server with the watch's own selection; where it cannot answer, True (as before)."""
+    metadata = body.get("metadata") or {}
+    params = {"fieldSelector": ",".join(filter(None, [f"metadata.name={metadata.get('name', '')}", selection.fields]))}
+    params.update((key, value) for key, value in (("labelSelector", selection.labels),
+                                                  ("shardSelector", selection.shard)) if value)
+    try:
+        found = await kopf_api.get(url=resource.get_url(namespace=metadata.get("namespace"), params=params),
+                                   settings=settings, logger=_LOGGER)
+    except Exception as e:  # noqa: BLE001  # unknown: the recheck runs, as it did before this question
+        _LOGGER.debug(f"Could not ask whether {metadata.get('name')!r} is still selected: {e!r}")
+        return True
+    return bool(found.get("items"))
 
 
 def unlisted(ids: Collection[str]) -> list[str]:

@@ -166,14 +166,20 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
         pause = pause_of(processor)
         # Kopf's partial of its processor (not a stand-in: Kopf's own tests use mocks).
         keywords = processor.keywords if isinstance(processor, functools.partial) else {}
-        registry, resource = keywords.get("registry"), keywords.get("resource")
+        registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
         _runs.set({})
+        selection = listing.server_selection(settings, resource)  # what the API server sends of it (Kopf 1.45)
 
         async def processing(**processor_kwargs: Any) -> Any:
             raw_event = processor_kwargs["raw_event"]
-            if raw_event.__class__ is Requeued and pause is not None and pause.is_on():
-                return None  # a recheck queued before the pause: not this replica's to run now
+            if raw_event.__class__ is Requeued:
+                if pause is not None and pause.is_on():
+                    return None  # a recheck queued before the pause: not this replica's to run now
+                if any(selection) and not await listing.still_selected(settings, resource, selection,
+                                                                       raw_event.get("object") or {}):
+                    gone(resource, raw_event.get("object") or {})  # it left this watch unseen: as if deleted
+                    return None
             token = _stream.set(Stream(stream.backlog, raw_event, pause))
             try:
                 if raw_event.__class__ is Requeued and registry is not None:
