@@ -104,3 +104,12 @@ async def test_children_selected_by_the_same_fixed_labels_as_the_server_s_are_al
     outcomes = await _run_deletion({"label_selectors": "shard=a"}, source, [child], logger, runs)
     assert runs == [1] and outcomes[next(iter(outcomes))].final is False  # it runs, and waits for its child
     assert [message for level, message in collector.pairs() if level >= logging.ERROR] == []
+
+
+def test_a_worker_of_no_resource_selects_nothing() -> None:
+    """Kopf's own observers (of namespaces, of CRDs) run workers whose processor names no resource:
+    selecting for them raised, and Kopf stopped the operator ("a framework bug")."""
+    settings = kopf.OperatorSettings()
+    settings.watching.label_selectors["configmaps"] = "shard=a"
+    assert listing.server_selection(settings, None) == ("", "", "")
+    assert listing.server_selection(None, None) == ("", "", "")

@@ -95,6 +95,8 @@ def server_selection(settings: Any, resource: Any) -> Selection:
     """What Kopf's watch of the resource asks the API server for, as Kopf builds its query
     (``watching.watch_objs``); nothing before Kopf 1.45."""
     watching = getattr(settings, "watching", None)
+    if watching is None or resource is None:  # Kopf's own observers of namespaces and CRDs, its tests' stand-ins
+        return Selection("", "", "")
 
     def collected(name: str) -> list[str]:
         selectors = getattr(watching, name, None)
