@@ -123,7 +123,7 @@ class Reactions:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
                 elif handler.id not in outcomes:  # an unfinished one: the next cycle runs it, at once and
                     waits.append(0.0)  # without a write (the one planned may conclude quietly: no event)
-            found = ours(cycle, outcomes, waiting, waits) if marked else set()
+            found = ours(cycle, outcomes, waiting, waits) if marked else None
             if parent is not None:  # sub-handlers: the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, cycle.records, waits, unknown)
                 if waited is not None:
@@ -138,6 +138,7 @@ class Reactions:
             # Which of Kopf's delays are ours (parked, rechecking); none where nothing is ours: a
             # parked handler has a memory, or lost it and was woken to conclude afresh.
             if cycle.persists and (cycle.records or found or woken):
+                found = found if found is not None else set()
                 found.update(str(h.id) for h in handlers
                              if h.id not in outcomes and is_parked(progress_of(state, h)))
                 final = with_outcomes(state, outcomes) if found else state
