@@ -15,6 +15,7 @@ instruction. The count tells what the code adds; the timed scenario tells what i
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import shutil
@@ -92,6 +93,11 @@ async def _runs(side: str, calls: int, kind: str, entry: str) -> None:
         kopf_outcomes.install(plugins=overhead.PLUGIN_SETS[side](), entry_points=False)
     try:
         await subject.run(WARM_CALLS, entry)
+        # Everything made so far (imports, the warm-up) is frozen out of the collector: a full
+        # collection in the counted window then walks only what the runs made, not the whole heap,
+        # and the count no longer moves with where one happens to land.
+        gc.collect()
+        gc.freeze()
         await subject.run(calls, entry)  # with 0 too: each run() has its own warm-up calls
     finally:
         floor.detach()

@@ -77,9 +77,14 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     """
     if not plugins.observed:
         return None
-    functions = getattr(patch, "fns", None)  # Kopf's patch functions (1.44+): changes of any kind
+    # Kopf's patch functions (1.44+): changes of any kind. Kopf's Patch keeps them in ``_fns`` (its
+    # ``fns`` is a property that returns it, a Python call on every observed run); another
+    # mapping may have ``fns`` alone.
+    functions = getattr(patch, "_fns", None)
     if functions.__class__ is not list:
-        functions = _NO_FUNCTIONS
+        functions = getattr(patch, "fns", None)
+        if functions.__class__ is not list:
+            functions = _NO_FUNCTIONS
     empty = not len(patch) and not functions  # the usual case, and nothing to copy (Kopf's Patch.__bool__ is Python's)
     before = None if empty else _Snapshot.of(patch, protected, functions)
     started = _monotonic()

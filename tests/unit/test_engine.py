@@ -730,6 +730,17 @@ def test_an_observer_adding_patch_functions_is_undone_and_named(kept: int) -> No
     assert patch.fns == existing
 
 
+@pytest.mark.skipif(not hasattr(kopf.Patch(), "fns"), reason="Kopf before 1.44 has no patch functions")
+def test_a_patch_function_added_to_kopfs_own_patch_is_undone() -> None:
+    """The guard reads Kopf's list of patch functions where Kopf keeps it, not through its property."""
+    plugins = Plugins()
+    plugins.register(FunctionAdder(), name="adder")
+    patch = kopf.Patch()
+    fallback = engine.observe(plugins, make_run(), Success(), patch)
+    assert isinstance(fallback, PluginFailure) and "patch function" in fallback.reason
+    assert patch.fns == [] and not patch
+
+
 # --- observers are called as pluggy calls them ---------------------------------------------------
 
 

@@ -220,26 +220,25 @@ class Runs:
                 return outcome  # Kopf's bookkeeping of its children, not a verdict to remember or tell
         # option's gate, inline: this is every run's path.
         remember = (declared or plugins.provides_options) and option(plugins, handler, cause, "remember")
-        handler_id = str(handler.id)
         if cycle is not None:
-            remembered = handler_id in cycle.records
+            remembered = bool(cycle.records) and str(handler.id) in cycle.records
         else:  # outside of a cycle, nothing has read the memory: is it there at all? (inline: every run)
             body = getattr(cause, "body", None)
             raw = getattr(body, "_src", None)  # internals.raw_body_of
             annotations: Mapping[str, Any] | None = (
                 (raw if raw.__class__ is dict else body or EMPTY).get("metadata") or EMPTY).get("annotations")
-            remembered = annotations is not None and keys_for(settings.persistence.finalizer).memory in annotations
+            keys = keys_for(settings.persistence.finalizer)
+            remembered = annotations is not None and keys.memory in annotations
         if not remember and not remembered:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
-            if cycle is None:  # a run that no cycle started: told as a change's
-                kind, keys = CHANGE, keys_for(settings.persistence.finalizer)
-            else:
-                kind, keys = cycle.kind, cycle.keys
+            # A run that no cycle started is told as a change's.
+            kind = CHANGE if cycle is None else cycle.kind
             run = build(plugins, kind, handler, cause, state.retries, state, settings, None)
-            return translation.tell(plugins, kind, keys, run, handler, cause, translation.from_kopf(outcome), outcome)
+            return translation.tell(plugins, kind, keys if cycle is None else cycle.keys, run, handler, cause,
+                                    translation.from_kopf(outcome), outcome)
         cycle = cycle or of(settings, cause, handler)
-        record = record_of(cycle, handler_id, state)
+        record = record_of(cycle, str(handler.id), state)
         if record is None and not remember and not plugins.observed:
             return outcome
         return translation.conclude(self.turn(cycle, handler, cause, state, settings, record),

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from kopf_outcomes import objects
 from kopf_outcomes._kopf import children, deadlines, delays, dependents, kopf_runs, requeue, stock_kinds
 from kopf_outcomes._kopf.cycle import (
+    EMPTY,
     RETAINED_ONLY,
     Cycle,
     current,
@@ -78,7 +79,7 @@ class Reactions:
         token = enter(cycle)
         try:
             # Handlers whose other objects are unknown (dependents.take says why) do not run: ours to hold.
-            unknown: dict[str, float | None] = {}
+            unknown: Mapping[str, float | None] = EMPTY  # (read only)
             if objects.declared:
                 taken, unknown = dependents.take(cycle.kind, handlers, cause)
                 cycle.objects.update(taken)
@@ -86,9 +87,11 @@ class Reactions:
                 observe_object(self.plugins, cycle, handlers, cause, state)
             todo, woken, waiting, waits = select(self.plugins, cycle, handlers, cause, state, unknown)
             runs, outcomes = self.runs, {}
+            marked = bool(waiting)  # whether a delay may be ours: one waits, or a run ended otherwise than well
             for handler in lifecycle(todo, state=state, **cause.kwargs):
                 handler_state: HandlerState = state[handler.id]  # type: ignore[assignment]
                 if execution.execute_handler_once is not self.entry:  # wrapped after us (a tool's): through it
+                    marked = True
                     outcomes[handler.id] = await execution.execute_handler_once(
                         settings=settings, handler=handler, state=handler_state, cause=cause, lifecycle=lifecycle,
                         extra_context=extra_context, default_errors=default_errors)
@@ -97,6 +100,7 @@ class Reactions:
                 if handler_state.message is not None and is_parked(handler_state, RETAINED_ONLY):
                     released = runs.released(cycle, handler, cause, handler_state, settings)
                     if released is not None:
+                        marked = True
                         outcomes[handler.id] = released
                         continue
                 errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
@@ -104,12 +108,14 @@ class Reactions:
                     outcome = await runs.kopf_execute(settings, handler, cause, handler_state, lifecycle,
                                                       extra_context, default_errors)
                 except Decided as decided:
+                    marked = True
                     outcomes[handler.id] = runs.decided(cycle, handler, cause, handler_state, decided)
                     continue
                 finally:
                     if errors is not None:
                         kopf_runs.default_errors.reset(errors)
-                outcomes[handler.id] = runs.concluded(cycle, settings, handler, cause, handler_state, outcome)
+                outcomes[handler.id] = outcome = runs.concluded(cycle, settings, handler, cause, handler_state, outcome)
+                marked = marked or outcome.exception is not None
             # A finished handler that saw an older state and is not planned now (the lifecycle
             # runs one at a time) is re-armed, so that the cause does not end before it re-runs.
             for handler in woken:
@@ -117,7 +123,7 @@ class Reactions:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
                 elif handler.id not in outcomes:  # an unfinished one: the next cycle runs it, at once and
                     waits.append(0.0)  # without a write (the one planned may conclude quietly: no event)
-            found = ours(cycle, outcomes, waiting, waits)
+            found = ours(cycle, outcomes, waiting, waits) if marked else None
             if parent is not None:  # sub-handlers: the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, cycle.records, waits, unknown)
                 if waited is not None:
@@ -132,6 +138,7 @@ class Reactions:
             # Which of Kopf's delays are ours (parked, rechecking); none where nothing is ours: a
             # parked handler has a memory, or lost it and was woken to conclude afresh.
             if cycle.persists and (cycle.records or found or woken):
+                found = found if found is not None else set()
                 found.update(str(h.id) for h in handlers
                              if h.id not in outcomes and is_parked(progress_of(state, h)))
                 final = with_outcomes(state, outcomes) if found else state
@@ -152,9 +159,18 @@ def select(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], 
     woken: list[Handler] = []
     waiting: list[HandlerId] = []
     waits: list[float] = []
+    if not cycle.records and not unknown:  # no memory, no schedule of ours: the loop below, without them
+        for h in handlers:
+            handler_state: HandlerState = state[h.id]  # type: ignore[assignment]
+            if handler_state.awakened:
+                todo.append(h)
+            elif wakes(plugins, cycle, h, cause, handler_state):  # parked, its memory lost: it concludes afresh
+                todo.append(h)
+                woken.append(h)
+        return todo, woken, waiting, waits
     now = datetime.datetime.now(datetime.timezone.utc) if cycle.records else None
     for h in handlers:
-        handler_state: HandlerState = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
+        handler_state = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
         wait = None if now is None or handler_state.finished else recheck_wait(plugins, cycle, h, cause, now)
         due = None if now is None or handler_state.finished else deadlines.wait(cycle.records.get(str(h.id)), now)
         if unknown and str(h.id) in unknown:
