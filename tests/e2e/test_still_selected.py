@@ -11,7 +11,7 @@ import pytest
 from kopf._cogs.clients import auth
 from kopf._cogs.structs import credentials, references
 
-from kopf_outcomes._kopf import listing
+from kopf_outcomes._kopf import selection
 from tests.e2e.conftest import get_example
 from tests.e2e.test_memory import patch
 
@@ -29,21 +29,21 @@ async def test_a_recheck_asks_the_api_server_whether_its_object_is_still_in_the_
     auth.vault_var.set(vault)  # as Kopf's login activity sets it for the operator
     settings = kopf.OperatorSettings()
     settings.watching.label_selectors["kopf.dev", "kopfexamples"] = f"{LABEL}=a"
-    selection = listing.server_selection(settings, RESOURCE)
-    assert selection == (f"{LABEL}=a", "", "")
+    selected = selection.server_selection(settings, RESOURCE)
+    assert selected == (f"{LABEL}=a", "", "")
 
     for name in ("kept", "other"):  # another object of the shard does not answer for it
         await objects.create_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", {
             "apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name, "labels": {LABEL: "a"}}})
     last = await get_example(objects, namespace, "kept")  # the shard's last state of it: labelled "a"
-    assert await listing.still_selected(settings, RESOURCE, selection, last) is True
+    assert await selection.still_selected(settings, RESOURCE, selected, last) is True
 
     await patch(objects, namespace, "kept", {"metadata": {"labels": {LABEL: "b"}}})  # moved to shard b
-    assert await listing.still_selected(settings, RESOURCE, selection, last) is False
+    assert await selection.still_selected(settings, RESOURCE, selected, last) is False
     await patch(objects, namespace, "kept", {"metadata": {"labels": {LABEL: "a"}}})  # and back
-    assert await listing.still_selected(settings, RESOURCE, selection, last) is True
+    assert await selection.still_selected(settings, RESOURCE, selected, last) is True
     await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "kept")
-    assert await listing.still_selected(settings, RESOURCE, selection, last) is False
+    assert await selection.still_selected(settings, RESOURCE, selected, last) is False
 
-    refused = listing.Selection("=not a selector", "", "")  # the API server cannot answer (400): the recheck runs
-    assert await listing.still_selected(settings, RESOURCE, refused, last) is True
+    refused = selection.Selection("=not a selector", "", "")  # the API server cannot answer (400): the recheck runs
+    assert await selection.still_selected(settings, RESOURCE, refused, last) is True

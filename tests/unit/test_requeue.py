@@ -111,7 +111,7 @@ async def test_a_recheck_of_a_resource_selected_on_the_server_runs_only_while_th
     import kopf
 
     import tests.unit.kopf_objects
-    from kopf_outcomes._kopf import listing
+    from kopf_outcomes._kopf import selection
 
     settings, asked, seen, told = kopf.OperatorSettings(), [], [], []
     if selected and hasattr(settings.watching, "label_selectors"):
@@ -122,7 +122,7 @@ async def test_a_recheck_of_a_resource_selected_on_the_server_runs_only_while_th
     async def still_selected(*args: Any) -> bool:  # the API server's answer (tests/e2e/test_still_selected.py)
         asked.append(args[2])
         return still
-    monkeypatch.setattr(listing, "still_selected", still_selected)
+    monkeypatch.setattr(selection, "still_selected", still_selected)
 
     async def process_resource_event(*, raw_event: Any, **_: Any) -> None:
         seen.append(raw_event["type"])
@@ -136,7 +136,7 @@ async def test_a_recheck_of_a_resource_selected_on_the_server_runs_only_while_th
                                              resource=tests.unit.kopf_objects.RESOURCE),
                  streams={"k": types.SimpleNamespace(backlog=asyncio.Queue())}, key="k")
     assert seen == processed and len(told) == gone
-    assert asked == ([listing.Selection("shard=a", "", "")] if selected else [])
+    assert asked == ([selection.Selection("shard=a", "", "")] if selected else [])
 
 
 @pytest.mark.parametrize(("elapsed", "quiet"), [(0, 0), (59, 0), (60, 0), (119.6, 1), (125, 1), (300, 4)])

@@ -14,7 +14,7 @@ import kopf
 import pytest
 
 import kopf_outcomes
-from kopf_outcomes._kopf import dependents, listing
+from kopf_outcomes._kopf import dependents, selection
 from kopf_outcomes.manager import PluginManager
 from tests.unit import test_objects_safety
 from tests.unit.conftest import Collector
@@ -32,7 +32,7 @@ installed = test_objects_safety.installed  # the fixture: the patch installed, n
 @pytest.fixture(autouse=True)
 def forget_selections() -> Iterator[None]:
     yield
-    listing._selected.clear()
+    selection._selected.clear()
     dependents._refused.clear()  # said once per handler: each test says it anew
 
 
@@ -54,10 +54,10 @@ def test_a_source_is_within_the_server_s_selection_only_where_its_fixed_labels_i
     assert kopf_outcomes.owned("v1", "configmaps").within(label_selector) is (label_selector == "")
 
 
-async def _run_deletion(selection: dict[str, str], source: Any, children: list[dict[str, Any]],
+async def _run_deletion(selectors: dict[str, str], source: Any, children: list[dict[str, Any]],
                         logger: logging.Logger, runs: list[int]) -> dict[Any, Any]:
     registry, settings = kopf.OperatorRegistry(), kopf.OperatorSettings()
-    for name, selector in selection.items():  # e.g. settings.watching.label_selectors["configmaps"] = "shard=a"
+    for name, selector in selectors.items():  # e.g. settings.watching.label_selectors["configmaps"] = "shard=a"
         getattr(settings.watching, name)["configmaps"] = selector
 
     @kopf_outcomes.depends_on_objects(source, registry=registry)
@@ -77,18 +77,18 @@ async def _run_deletion(selection: dict[str, str], source: Any, children: list[d
         await task
 
 
-@pytest.mark.parametrize(("selection", "said"), [
+@pytest.mark.parametrize(("selectors", "said"), [
     ({"label_selectors": "shard=a"}, "v1/configmaps: labels 'shard=a'"),
     ({"field_selectors": "metadata.name!=x"}, "v1/configmaps: fields 'metadata.name!=x'"),
     ({"shard_selectors": "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')"},
      "v1/configmaps: shard \"shardRange(object.metadata.uid, '0x0', '0x8000000000000000')\""),
 ])
 async def test_a_deletion_waiting_for_children_the_server_filters_out_is_held(
-        selection: dict[str, str], said: str, installed: PluginManager, logger: logging.Logger,
+        selectors: dict[str, str], said: str, installed: PluginManager, logger: logging.Logger,
         collector: Collector) -> None:
     runs: list[int] = []
     # The operator watches only some ConfigMaps; the parent's child is not among them: Kopf's index is empty.
-    outcomes = await _run_deletion(selection, kopf_outcomes.owned("v1", "configmaps"), [], logger, runs)
+    outcomes = await _run_deletion(selectors, kopf_outcomes.owned("v1", "configmaps"), [], logger, runs)
     # Without the hold: run with no objects, succeeded, and the finalizer released with the child left.
     assert runs == [] and outcomes == {}
     [error] = [message for level, message in collector.pairs() if level >= logging.ERROR]
@@ -111,5 +111,5 @@ def test_a_worker_of_no_resource_selects_nothing() -> None:
     selecting for them raised, and Kopf stopped the operator ("a framework bug")."""
     settings = kopf.OperatorSettings()
     settings.watching.label_selectors["configmaps"] = "shard=a"
-    assert listing.server_selection(settings, None) == ("", "", "")
-    assert listing.server_selection(None, None) == ("", "", "")
+    assert selection.server_selection(settings, None) == ("", "", "")
+    assert selection.server_selection(None, None) == ("", "", "")

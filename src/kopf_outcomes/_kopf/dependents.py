@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from kopf_outcomes import objects
-from kopf_outcomes._kopf import listing
+from kopf_outcomes._kopf import listing, selection
 from kopf_outcomes._kopf.internals import CHANGE, SUBHANDLER, Cause, Handler, raw_body_of
 from kopf_outcomes.errors import ObjectsUnknownError
 from kopf_outcomes.kinds import Kind
@@ -64,9 +64,9 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
                                     " Pass the operator's registry to depends_on_objects(..., registry=...), and"
                                     " declare it before the operator starts.")
             continue
-        narrowed = [f"{'/'.join(source.resource)}: {selection}" for source in sources
-                    if (selection := listing.selected_by_server(source.index))
-                    and (selection.fields or selection.shard or not source.within(selection.labels))]
+        narrowed = [f"{'/'.join(source.resource)}: {selected}" for source in sources
+                    if (selected := selection.selected_by_server(source.index))
+                    and (selected.fields or selected.shard or not source.within(selected.labels))]
         if narrowed:
             unknown[str(handler.id)] = None
             _refuse(handler, cause, f"{handler} depends on other objects that the operator watches only in part: it"

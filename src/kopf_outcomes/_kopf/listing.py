@@ -21,7 +21,8 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, NamedTuple
 
-from kopf_outcomes._kopf.internals import APIForbiddenError, index_ids, kopf_api
+from kopf_outcomes._kopf import selection
+from kopf_outcomes._kopf.internals import APIForbiddenError, index_ids
 
 _LOGGER = logging.getLogger("kopf_outcomes")
 OWN_INDEX_PREFIX = "kopf_outcomes_objects_"  # objects.Source.index: the indices of depends_on_objects
@@ -40,23 +41,6 @@ _listings: dict[int, _Listing] = {}
 _tokens = itertools.count()
 
 
-class Selection(NamedTuple):
-    """What Kopf asks the API server to send of a resource (Kopf 1.45's ``settings.watching``):
-    its label and field selectors as Kopf joins them, and its shard selector."""
-
-    labels: str
-    fields: str
-    shard: str
-
-    def __str__(self) -> str:
-        return " and ".join(f"{name} {value!r}" for name, value in zip(self._fields, self, strict=True) if value)
-
-
-# Our indices whose resource the API server selects for the operator: what they hold may be a
-# part of what handlers wait for.
-_selected: dict[str, Selection] = {}
-
-
 async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
     """Kopf's watcher, known here until it has listed its resource (an indexed one only)."""
     toggle, indexed, processor = kwargs.get("resource_indexed"), kwargs.get("operator_indexed"), kwargs.get("processor")
@@ -67,9 +51,7 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     what = f"{resource.plural} ({resource.group or 'core'}/{resource.version})" + (
         f" in namespace {namespace!r}" if namespace is not None else " cluster-wide")
     ids = index_ids(registry, resource)
-    selection = server_selection(kwargs.get("settings"), resource)
-    if any(selection):
-        _selected.update((index_id, selection) for index_id in ids if index_id.startswith(OWN_INDEX_PREFIX))
+    selection.watched(kwargs.get("settings"), resource, [i for i in ids if i.startswith(OWN_INDEX_PREFIX)])
     token = next(_tokens)
     _listings[token] = _Listing(ids, what, indexed, toggle)
     try:
@@ -89,44 +71,6 @@ def forbidden(resource: Any, namespace: str | None, what: str, error: BaseExcept
             f"their objects are unknown, so those handlers are held and their objects keep their finalizers "
             f"(Kopf stops the operator). Grant it the verbs 'list' and 'watch' on {resource.plural!r} of the "
             f"API group {resource.group!r} {where} ({grant}). The API server said: {error}")
-
-
-def server_selection(settings: Any, resource: Any) -> Selection:
-    """What Kopf's watch of the resource asks the API server for, as Kopf builds its query
-    (``watching.watch_objs``); nothing before Kopf 1.45."""
-    watching = getattr(settings, "watching", None)
-    if watching is None or resource is None:  # Kopf's own observers of namespaces and CRDs, its tests' stand-ins
-        return Selection("", "", "")
-
-    def collected(name: str) -> list[str]:
-        selectors = getattr(watching, name, None)
-        return list(selectors.collect(resource)) if selectors is not None else []
-    shard, *_ = collected("shard_selectors") or [""]
-    return Selection(",".join(sorted(set(collected("label_selectors")))),
-                     ",".join(sorted(set(collected("field_selectors")))), shard)
-
-
-def selected_by_server(index: str) -> Selection | None:
-    """What the API server sends of the resource that fills this index of ours, where it selects."""
-    return _selected.get(index)
-
-
-async def still_selected(settings: Any, resource: Any, selection: Selection, body: Any) -> bool:
-    """Whether the API server still sends this object to the operator's watch: a watch that
-    restarted from a new listing ("410 Gone") is not told of an object that left its selection
-    meanwhile (relabelled to another shard), and a recheck must not act on its last state. Asked
-    of the API server with the watch's own selection; where it cannot answer, True (as before)."""
-    metadata = body.get("metadata") or {}
-    params = {"fieldSelector": ",".join(filter(None, [f"metadata.name={metadata.get('name', '')}", selection.fields]))}
-    params.update((key, value) for key, value in (("labelSelector", selection.labels),
-                                                  ("shardSelector", selection.shard)) if value)
-    try:
-        found = await kopf_api.get(url=resource.get_url(namespace=metadata.get("namespace"), params=params),
-                                   settings=settings, logger=_LOGGER)
-    except Exception as e:  # noqa: BLE001  # unknown: the recheck runs, as it did before this question
-        _LOGGER.debug(f"Could not ask whether {metadata.get('name')!r} is still selected: {e!r}")
-        return True
-    return bool(found.get("items"))
 
 
 def unlisted(ids: Collection[str]) -> list[str]:

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from kopf_outcomes import objects
-from kopf_outcomes._kopf import listing
+from kopf_outcomes._kopf import listing, selection
 from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
 
@@ -169,14 +169,14 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
         registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
         _runs.set({})
-        selection = listing.server_selection(settings, resource)  # what the API server sends of it (Kopf 1.45)
+        selected = selection.server_selection(settings, resource)  # what the API server sends of it (Kopf 1.45)
 
         async def processing(**processor_kwargs: Any) -> Any:
             raw_event = processor_kwargs["raw_event"]
             if raw_event.__class__ is Requeued:
                 if pause is not None and pause.is_on():
                     return None  # a recheck queued before the pause: not this replica's to run now
-                if any(selection) and not await listing.still_selected(settings, resource, selection,
+                if any(selected) and not await selection.still_selected(settings, resource, selected,
                                                                        raw_event.get("object") or {}):
                     gone(resource, raw_event.get("object") or {})  # it left this watch unseen: as if deleted
                     return None
