@@ -74,29 +74,29 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     Observers may add to the patch, but never change ``metadata.finalizers`` or the ``protected``
     annotations (our memory), nor add Kopf's patch functions (which could change anything): such a
     change is undone, also when the observer then failed, and the run falls back to a retry.
+    The usual run (nothing in the patch before or after, and quick) costs the observers' call and
+    four checks around it: it is on every observed run (benchmarks README).
     """
-    if not plugins.observed:
-        return None
-    # Kopf's patch functions (1.44+): changes of any kind. Kopf's Patch keeps them in ``_fns`` (its
-    # ``fns`` is a property that returns it, a Python call on every observed run); another
-    # mapping may have ``fns`` alone.
-    functions = getattr(patch, "_fns", None)
-    if functions.__class__ is not list:
-        functions = getattr(patch, "fns", None)
-        if functions.__class__ is not list:
-            functions = _NO_FUNCTIONS
-    empty = not len(patch) and not functions  # the usual case, and nothing to copy (Kopf's Patch.__bool__ is Python's)
-    before = None if empty else _Snapshot.of(patch, protected, functions)
+    # Kopf's patch functions (1.44+) may change anything. Kopf's Patch keeps them in ``_fns`` (its
+    # ``fns`` is a property: a Python call on every observed run); older Kopfs have none.
+    functions: list[object] = getattr(patch, "_fns", _NO_FUNCTIONS)
+    before = _Snapshot.of(patch, protected, functions) if len(patch) or functions else None
     started = _monotonic()
-    failure: BaseException | None = None
     try:
         plugins.observe_outcome(run, outcome, patch)
     except BaseException as e:  # noqa: B036
-        failure = e
+        return _settle(plugins, run, patch, protected, functions, before, started, e)
+    if before is None and not len(patch) and not functions and _monotonic() - started <= SLOW_HOOK:
+        return None  # the usual run: nothing was in the patch, nothing is, and the observers were quick
+    return _settle(plugins, run, patch, protected, functions, before, started, None)
+
+
+def _settle(plugins: PluginManager, run: HandlerRun, patch: MutableMapping[str, Any], protected: Collection[str],
+            functions: list[object], before: _Snapshot | None, started: float,
+            failure: BaseException | None) -> PluginFailure | None:
+    """After the observers, the unusual run: report them if slow, undo what they may not change."""
     if _monotonic() - started > SLOW_HOOK:
         _report_slow(plugins, run, "kopf_outcomes_observe_outcome", _monotonic() - started)
-    if empty and failure is None and not len(patch) and not functions:
-        return None  # nothing was in the patch, and nothing is
     if before is None:  # nothing was in the patch: undo back to nothing
         before = _Snapshot.of({}, protected, [])
     if before.undo_forbidden(plugins, patch, protected, functions) and failure is None:

@@ -701,11 +701,16 @@ def test_an_observer_that_takes_a_finalizer_and_then_fails_is_undone_too(before:
 
 
 class FunctionPatch(dict[str, Any]):
-    """Kopf's patch (1.44+) also carries patch functions, which may change anything in the body."""
+    """Kopf's patch (1.44+) also carries patch functions, which may change anything in the body;
+    like Kopf's, it keeps them in ``_fns`` and shows them as ``fns``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fns: list[Callable[[dict[str, Any]], None]] = []
+        self._fns: list[Callable[[dict[str, Any]], None]] = []
+
+    @property
+    def fns(self) -> list[Callable[[dict[str, Any]], None]]:
+        return self._fns
 
     def __bool__(self) -> bool:
         return len(self) > 0 or bool(self.fns)

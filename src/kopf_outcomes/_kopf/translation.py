@@ -207,7 +207,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
             cycle.tracked[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.quiet.add(handler_id)  # the same conclusion about the same state: no need to store
-    return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result)
+    return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result) if plugins.observed else result
 
 
 # Hints about the operator's code, not about an object: logged, never posted as an Event.
