@@ -11,6 +11,12 @@ it, so the count takes minutes (about 2 in the quick run, 4 in the full one).
 
 Instructions are not time: a run that misses caches or branches more costs more time per
 instruction. The count tells what the code adds; the timed scenario tells what it costs.
+
+The count also moves with where objects happen to lie in memory (CPython's type-attribute cache
+and its contextvars hash by address: a collision costs a lookup), by about 0.3% of a run from one
+layout to another, for the same code. The full run therefore counts every side in three heap
+layouts (the child allocates some padding before it imports anything), each against stock's in the
+same layout, and reports the median ratio and the spread; the quick run counts one layout.
 """
 from __future__ import annotations
 
@@ -19,18 +25,19 @@ import gc
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import kopf_outcomes
-from benchmarks import overhead
-from benchmarks.common import ROOT, ratio, say
+from benchmarks.common import ROOT, say
 
 SIDES = ("stock", "floor", "builtins_only", "five_observers")
 ENTRIES = ("handler", "cycle")
+LAYOUTS = {True: (0,), False: (0, 1, 2)}  # heap layouts, by quick: one in the quick run, three in the full
 WARM_CALLS = 50
+PADDING = 4096  # bytes and objects per layout step, made before the imports: every later address moves
 CHILD_TIMEOUT = 900  # seconds: a process takes about 40 under callgrind
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
@@ -43,28 +50,36 @@ def run(*, quick: bool) -> dict[str, Any]:
         return {"skipped": "valgrind is not installed (Debian: apt-get install valgrind)"}
     calls = 1000  # in both modes: the count per run moves with N (a collection lands in some windows)
     entries = ENTRIES[:1] if quick else ENTRIES
+    layouts = LAYOUTS[quick]
     report: dict[str, Any] = {"params": {"calls": calls, "warm_calls": WARM_CALLS, "kind": "async",
-                                         "tool": "valgrind --tool=callgrind"}}
+                                         "layouts": len(layouts), "tool": "valgrind --tool=callgrind"}}
     for entry in entries:
-        say(f"instructions: per {entry}, {len(SIDES) * 2} processes under callgrind ({calls} calls)")
-        report[entry] = count("async", entry, calls, valgrind)
+        say(f"instructions: per {entry}, {len(SIDES) * 2 * len(layouts)} processes under callgrind ({calls} calls)")
+        report[entry] = count("async", entry, calls, valgrind, layouts)
     return report
 
 
-def count(kind: str, entry: str, calls: int, valgrind: str) -> dict[str, Any]:
-    """Instructions per run of every side, and each side's ratio to stock's."""
-    jobs = [(side, n) for side in SIDES for n in (0, calls)]
+def count(kind: str, entry: str, calls: int, valgrind: str, layouts: tuple[int, ...] = (0,)) -> dict[str, Any]:
+    """Instructions per run of every side, and each side's ratio to stock's: the medians over the
+    heap layouts, each ratio taken against stock in the same layout (with their spread, if several)."""
+    jobs = [(side, n, layout) for layout in layouts for side in SIDES for n in (0, calls)]
     with ThreadPoolExecutor(max_workers=2) as pool:  # a process each: two at a time on two CPUs
-        totals = dict(zip(jobs, pool.map(lambda job: _collected(valgrind, job[0], job[1], kind, entry), jobs),
-                          strict=True))
-    per_run = {side: (totals[side, calls] - totals[side, 0]) / calls for side in SIDES}
-    return {side: {"instructions": round(value), "ratio": ratio(value, per_run["stock"])}
-            for side, value in per_run.items()}
+        counts = pool.map(lambda job: _collected(valgrind, job[0], job[1], job[2], kind, entry), jobs)
+        totals = dict(zip(jobs, counts, strict=True))
+    counted: dict[str, Any] = {}
+    for side in SIDES:
+        per_run = [(totals[side, calls, layout] - totals[side, 0, layout]) / calls for layout in layouts]
+        ratios = [round(value / ((totals["stock", calls, layout] - totals["stock", 0, layout]) / calls), 4)
+                  for value, layout in zip(per_run, layouts, strict=True)]
+        counted[side] = {"instructions": round(statistics.median(per_run)), "ratio": statistics.median(ratios)}
+        if len(layouts) > 1:
+            counted[side]["ratios"] = ratios
+    return counted
 
 
-def _collected(valgrind: str, side: str, calls: int, kind: str, entry: str) -> int:
+def _collected(valgrind: str, side: str, calls: int, layout: int, kind: str, entry: str) -> int:
     command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
-               sys.executable, "-m", "benchmarks.instructions", side, str(calls), kind, entry]
+               sys.executable, "-m", "benchmarks.instructions", side, str(calls), kind, entry, str(layout)]
     # The same hash seed in every process (set iteration and dict probing follow it); no
     # VALGRIND_OPTS of the caller's (its -q would hide the total).
     env = {key: value for key, value in os.environ.items() if key != "VALGRIND_OPTS"} | {"PYTHONHASHSEED": "0"}
@@ -83,6 +98,9 @@ def collected_total(stderr: str, what: str) -> int:
 
 async def _runs(side: str, calls: int, kind: str, entry: str) -> None:
     """The child: ``calls`` runs of one side, after the same warm-up as every other count."""
+    import kopf_outcomes  # here: the child's padding comes first
+    from benchmarks import overhead
+
     subject = overhead.Subject(overhead.HANDLERS[kind])
     drain, restore = overhead.logging_as_kopf_run()
     kopf_outcomes.uninstall()
@@ -107,5 +125,6 @@ async def _runs(side: str, calls: int, kind: str, entry: str) -> None:
 
 
 if __name__ == "__main__":
-    side_, calls_, kind_, entry_ = sys.argv[1:5]
+    side_, calls_, kind_, entry_, layout_ = (sys.argv[1:] + ["0"])[:5]
+    _padding = [bytearray(PADDING * int(layout_)), [object() for _ in range(PADDING * int(layout_))]]
     asyncio.run(_runs(side_, int(calls_), kind_, entry_))

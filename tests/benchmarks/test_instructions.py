@@ -15,9 +15,25 @@ START_UP = 2_600_000_000
 PER_RUN = {"stock": 300_000, "floor": 306_000, "builtins_only": 315_000, "five_observers": 336_000}
 
 
-def fake_collected(valgrind: str, side: str, calls: int, kind: str, entry: str) -> int:
+def fake_collected(valgrind: str, side: str, calls: int, layout: int, kind: str, entry: str) -> int:
     runs = instructions.WARM_CALLS + calls + 2 * overhead.WARM_CALLS  # as the child runs them
     return START_UP + PER_RUN[side] * runs
+
+
+def test_each_layout_is_compared_with_stock_in_the_same_layout_and_the_median_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where objects lie moves every side's count (stock's too): a ratio is taken within a layout."""
+    moved = {0: 0, 1: 3_000, 2: -3_000}  # what a layout adds to every side's run, stock's too
+
+    def collected(valgrind: str, side: str, calls: int, layout: int, kind: str, entry: str) -> int:
+        return fake_collected(valgrind, side, calls, layout, kind, entry) + moved[layout] * calls
+
+    monkeypatch.setattr(instructions, "_collected", collected)
+    counted = instructions.count("async", "handler", 1000, "/usr/bin/valgrind", (0, 1, 2))
+    five = counted["five_observers"]
+    assert five["ratios"] == [1.12, round(339_000 / 303_000, 4), round(333_000 / 297_000, 4)]
+    assert five["ratio"] == sorted(five["ratios"])[1] and five["instructions"] == 336_000
+    assert "ratios" not in instructions.count("async", "handler", 1000, "/usr/bin/valgrind")["stock"]
 
 
 def test_the_count_of_a_run_is_the_difference_of_two_processes_divided_by_the_calls(
@@ -53,7 +69,7 @@ def test_the_quick_run_counts_runs_only_and_the_full_run_cycles_too(monkeypatch:
 def test_the_child_process_runs_every_side_and_entry(side: str, entry: str) -> None:
     """What callgrind runs, here without it: 2 calls, in a process of its own as there (it
     installs and uninstalls kopf-outcomes, which must not touch this test session's)."""
-    command = [sys.executable, "-m", "benchmarks.instructions", side, "2", "async", entry]
+    command = [sys.executable, "-m", "benchmarks.instructions", side, "2", "async", entry, "1"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
 
