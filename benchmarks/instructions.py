@@ -7,7 +7,7 @@ subjects of :mod:`.overhead`) runs in its own process under valgrind's callgrind
 the warm-up runs only, and with ``calls`` runs more. The difference, divided by ``calls``, is
 the instructions of one run, without the interpreter's start-up and the imports. Needs
 ``valgrind`` (Debian: ``apt-get install valgrind``); a process runs about 50 times slower under
-it, so the count takes minutes (about 2 in the quick run, 4 in the full one).
+it, so the count takes minutes (about 2 in the quick run, 13 in the full one, which counts three layouts).
 
 Instructions are not time: a run that misses caches or branches more costs more time per
 instruction. The count tells what the code adds; the timed scenario tells what it costs.

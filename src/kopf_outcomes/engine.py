@@ -72,10 +72,12 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     Tell the observers; return the fallback outcome if one of them failed, else None.
 
     Observers may add to the patch, but never change ``metadata.finalizers`` or the ``protected``
-    annotations (our memory), nor add Kopf's patch functions (which could change anything): such a
-    change is undone, also when the observer then failed, and the run falls back to a retry.
-    The usual run (nothing in the patch before or after, and quick) costs the observers' call and
-    four checks around it: it is on every observed run (benchmarks README).
+    annotations (our memory), also not by replacing ``metadata`` or its ``annotations`` with
+    something else (``None`` deletes them all in a merge patch), nor change Kopf's patch functions
+    (which could change anything): such a change is undone (the patch's ``metadata`` and its patch
+    functions put back as they were before the observers), also when the observer then failed, and
+    the run falls back to a retry. The usual run (nothing in the patch before or after, and quick)
+    costs the observers' call and a few checks around it: it is on every observed run.
     """
     # Kopf's patch functions (1.44+) may change anything. Kopf's Patch keeps them in ``_fns`` (its
     # ``fns`` is a property: a Python call on every observed run); older Kopfs have none.
@@ -86,7 +88,8 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
         plugins.observe_outcome(run, outcome, patch)
     except BaseException as e:  # noqa: B036
         return _settle(plugins, run, patch, protected, functions, before, started, e)
-    if before is None and not len(patch) and not functions and _monotonic() - started <= SLOW_HOOK:
+    if (before is None and not len(patch) and not functions and getattr(patch, "_fns", functions) is functions
+            and _monotonic() - started <= SLOW_HOOK):
         return None  # the usual run: nothing was in the patch, nothing is, and the observers were quick
     return _settle(plugins, run, patch, protected, functions, before, started, None)
 
@@ -97,12 +100,12 @@ def _settle(plugins: PluginManager, run: HandlerRun, patch: MutableMapping[str, 
     """After the observers, the unusual run: report them if slow, undo what they may not change."""
     if _monotonic() - started > SLOW_HOOK:
         _report_slow(plugins, run, "kopf_outcomes_observe_outcome", _monotonic() - started)
-    if before is None:  # nothing was in the patch: undo back to nothing
-        before = _Snapshot.of({}, protected, [])
-    if before.undo_forbidden(plugins, patch, protected, functions) and failure is None:
+    if before is None:  # nothing was in the patch, no patch functions either: undo back to nothing
+        before = _Snapshot(_guarded_parts({}, protected), _ABSENT, functions, [])
+    if before.undo_forbidden(patch, protected) and failure is None:
         names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
         failure = HookResultError(names, "an observer changed metadata.finalizers or the operator's memory in "
-                                         "the patch, or added a patch function; the change is undone")
+                                         "the patch, or Kopf's patch functions; the change is undone")
     return contained(plugins, run, failure) if failure is not None else None
 
 
@@ -111,28 +114,35 @@ _NO_FUNCTIONS: list[object] = []  # a patch without Kopf's patch functions: obse
 
 
 class _Snapshot(NamedTuple):
-    """What the patch held before the observers: the guarded parts and the number of patch
-    functions (Kopf's list of them is the same object before and after)."""
+    """What the patch held before the observers, of what they may not change: the guarded parts,
+    its ``metadata`` (a copy, to put back whole), and Kopf's list of patch functions with its items."""
 
     guarded: dict[str, object]
-    functions: int
+    metadata: object
+    functions: list[object]
+    items: list[object]
 
     @classmethod
     def of(cls, patch: Mapping[str, Any], protected: Collection[str], functions: list[object]) -> _Snapshot:
-        return cls(_guarded_parts(patch, protected), len(functions))
+        return cls(_guarded_parts(patch, protected), _kept(patch.get("metadata", _ABSENT)), functions,
+                   list(functions))
 
-    def undo_forbidden(self, plugins: PluginManager, patch: MutableMapping[str, Any],
-                       protected: Collection[str], functions: list[object]) -> bool:
+    def undo_forbidden(self, patch: MutableMapping[str, Any], protected: Collection[str]) -> bool:
         """Undo what the observers may not change; True if they did. (What they may write is part
         of the state their handler concluded about: the cycle's digest is of the patched object.)"""
         changed = _guarded_parts(patch, protected) != self.guarded
-        if changed:
-            _restore(patch, self.guarded)
-        if len(functions) > self.functions:
-            del functions[self.functions:]
+        if changed:  # their other changes of metadata go too: the run is retried anyway
+            if self.metadata is _ABSENT:
+                patch.pop("metadata", None)
+            else:
+                patch["metadata"] = _kept(self.metadata)
+        now = getattr(patch, "_fns", self.functions)
+        if now is not self.functions or now != self.items:
+            self.functions[:] = self.items
+            if now is not self.functions:
+                patch._fns = self.functions  # type: ignore[attr-defined]  # Kopf's list, replaced: put back
             changed = True
         return changed
-
 
 
 SLOW_HOOK = 0.5  # seconds: every other object waits while a hook blocks the event loop
@@ -156,23 +166,45 @@ _ABSENT = object()
 
 
 def _guarded_parts(patch: Mapping[str, Any], protected: Collection[str]) -> dict[str, object]:
-    """What observers may not change: the finalizers and the protected annotations, as they are."""
-    metadata = patch.get("metadata") or {}
-    annotations = metadata.get("annotations") or {}
+    """What observers may not change: the finalizers and the protected annotations, as they are; a
+    ``metadata`` or ``annotations`` that is there but no mapping stands for itself (never equal)."""
+    metadata = patch.get("metadata", _ABSENT)
+    if metadata is _ABSENT:
+        metadata = {}
+    elif not isinstance(metadata, Mapping):
+        return {"metadata": object()}
+    annotations = metadata.get("annotations", _ABSENT)
+    if annotations is _ABSENT:
+        annotations = {}
+    elif not isinstance(annotations, Mapping):
+        return {"annotations": object()}
     parts = {key: annotations.get(key, _ABSENT) for key in protected}
-    finalizers = metadata.get("finalizers", _ABSENT)
-    parts["finalizers"] = finalizers if finalizers is _ABSENT else copy.deepcopy(finalizers)
+    parts["finalizers"] = _frozen(metadata.get("finalizers", _ABSENT))
     return parts
 
 
-def _restore(patch: MutableMapping[str, Any], parts: dict[str, object]) -> None:
-    metadata = patch.setdefault("metadata", {})
-    for key, value in parts.items():
-        container = metadata if key == "finalizers" else metadata.setdefault("annotations", {})
-        if value is _ABSENT:
-            container.pop(key, None)
-        else:
-            container[key] = value
+def _frozen(value: object) -> object:
+    """A deep copy, to compare; what cannot be copied stands for itself (never equal)."""
+    if value is _ABSENT:
+        return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # an observer's object that refuses copying  # noqa: BLE001
+        return object()
+
+
+def _kept(metadata: object) -> object:
+    """``metadata`` copied two levels deep (its annotations, labels, finalizers), to put back: never
+    fails, as Kopf's own writes in it (its finalizer among them) must come back whatever else is there."""
+    if not isinstance(metadata, Mapping):
+        return metadata
+    kept: dict[str, object] = {}
+    for key, value in metadata.items():
+        try:
+            kept[key] = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, list) else value
+        except Exception:  # noqa: BLE001
+            kept[key] = value
+    return kept
 
 
 def options(plugins: PluginManager, fn: object, handler_id: str, resource: ResourceRef | None,

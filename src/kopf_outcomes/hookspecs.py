@@ -114,8 +114,10 @@ def kopf_outcomes_observe_outcome(
     stock Kopf's), by every plugin, after the decision is final. The outcome cannot be
     changed here. ``patch`` is the merge-patch Kopf applies to the object at the end of this
     cycle: add to it, never call the API from here (one cycle, one request). It may not change
-    ``metadata.finalizers`` or the operator's memory, nor add Kopf's patch functions
-    (``patch.fns``): such a change is undone and the run is retried, the plugin named.
+    ``metadata.finalizers`` or the operator's memory (not by replacing ``metadata`` or its
+    ``annotations`` either), nor Kopf's patch functions (``patch.fns``): such a change is undone
+    (``metadata`` and the patch functions put back as they were) and the run is retried, the
+    plugin named.
     Fields a plugin writes should be named by :func:`kopf_outcomes_owned_fields`, so that
     they do not wake parked handlers.
 

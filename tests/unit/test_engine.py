@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import types
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
@@ -845,3 +846,75 @@ def test_the_first_failing_observer_ends_the_call_as_in_pluggy() -> None:
     fallback = engine.observe(plugins, make_run(), Success(), {})
     assert calls == ["failing"]  # pluggy calls the later registered first, and stops at the failure
     assert isinstance(fallback, PluginFailure) and "plugin 'failing' failed" in fallback.reason
+
+
+# --- what an observer may not do, done in odd ways ----------------------------------------------
+
+MEMORY = "outcomes.kopf.zalando.org/memory"
+
+
+class Meddler:
+    """An observer that does ``meddle`` to the patch."""
+
+    def __init__(self, meddle: Callable[[Any], None]) -> None:
+        self.meddle = meddle
+
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        self.meddle(patch)
+
+
+def _uncopyable_finalizers(patch: Any) -> None:
+    patch["metadata"]["finalizers"] = [threading.Lock()]
+
+
+def _meddled(meddle: Callable[[Any], None], patch: Any) -> PluginFailure | None:
+    plugins = Plugins()
+    plugins.register(Meddler(meddle), name="meddler")
+    return engine.observe(plugins, make_run(), Success(), patch, [MEMORY])
+
+
+@pytest.mark.parametrize("meddle", [
+    lambda patch: patch["metadata"].__setitem__("annotations", None),  # a merge patch's null: every annotation goes
+    lambda patch: patch.__setitem__("metadata", None),
+    lambda patch: patch.__setitem__("metadata", "x"),
+    lambda patch: patch["metadata"].__setitem__("annotations", ["not", "a", "mapping"]),
+    _uncopyable_finalizers,
+], ids=["annotations-null", "metadata-null", "metadata-a-string", "annotations-a-list", "uncopyable-finalizers"])
+def test_replacing_metadata_or_its_annotations_is_undone_with_kopfs_own_writes_kept(
+        meddle: Callable[[Any], None]) -> None:
+    """Kopf's own writes (its finalizer, its last-handled configuration) come back with our memory."""
+    metadata = {"finalizers": ["kopf.zalando.org/KopfFinalizerMarker"],
+                "annotations": {MEMORY: "{}", "kopf.zalando.org/last-handled-configuration": "{}"}}
+    patch: dict[str, Any] = {"metadata": {key: type(value)(value) for key, value in metadata.items()}}
+    fallback = _meddled(meddle, patch)
+    assert isinstance(fallback, PluginFailure) and "plugin 'meddler' failed" in fallback.reason
+    assert patch == {"metadata": metadata}
+
+
+@pytest.mark.parametrize("meddle", [
+    lambda patch: patch.__setitem__("metadata", None),
+    lambda patch: patch.__setitem__("metadata", {"annotations": None}),
+], ids=["metadata-null", "annotations-null"])
+def test_an_empty_patch_made_to_delete_the_annotations_is_undone(meddle: Callable[[Any], None]) -> None:
+    patch: dict[str, Any] = {}
+    fallback = _meddled(meddle, patch)
+    assert isinstance(fallback, PluginFailure)
+    assert patch == {}
+
+
+@pytest.mark.skipif(not hasattr(kopf.Patch(), "fns"), reason="Kopf before 1.44 has no patch functions")
+@pytest.mark.parametrize("meddle", [
+    lambda patch: patch.clear(),  # Kopf 1.44.6+ clears its patch functions too
+    lambda patch: patch.fns.__setitem__(0, lambda body: body["metadata"].pop("finalizers", None)),
+    lambda patch: setattr(patch, "_fns", [lambda body: None]),
+], ids=["cleared", "one-replaced", "the-list-replaced"])
+def test_kopfs_patch_functions_changed_in_any_way_are_put_back(meddle: Callable[[Any], None]) -> None:
+    def kopfs_own(body: Any) -> None:
+        return None
+
+    patch = kopf.Patch(fns=[kopfs_own])
+    functions = patch._fns
+    fallback = _meddled(meddle, patch)
+    assert isinstance(fallback, PluginFailure) and "patch functions" in fallback.reason
+    assert patch._fns is functions and functions == [kopfs_own]
