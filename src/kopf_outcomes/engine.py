@@ -139,8 +139,10 @@ class _Snapshot(NamedTuple):
         now = getattr(patch, "_fns", self.functions)
         if now is not self.functions or now != self.items:
             self.functions[:] = self.items
-            if now is not self.functions:
+            if now is not self.functions and self.functions is not _NO_FUNCTIONS:
                 patch._fns = self.functions  # type: ignore[attr-defined]  # Kopf's list, replaced: put back
+            elif now is not self.functions:  # a Kopf without patch functions: none made up, none shared
+                vars(patch).pop("_fns", None)
             changed = True
         return changed
 

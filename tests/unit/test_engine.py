@@ -918,3 +918,16 @@ def test_kopfs_patch_functions_changed_in_any_way_are_put_back(meddle: Callable[
     fallback = _meddled(meddle, patch)
     assert isinstance(fallback, PluginFailure) and "patch functions" in fallback.reason
     assert patch._fns is functions and functions == [kopfs_own]
+
+
+def test_patch_functions_made_up_on_a_patch_that_has_none_are_taken_away_not_shared() -> None:
+    """A Kopf before 1.44 has no patch functions: one an observer makes up goes, and no list of
+    ours is left on the patch for the next observer to fill."""
+
+    class OldPatch(dict[str, Any]):
+        pass
+
+    patch = OldPatch()
+    fallback = _meddled(lambda patch: setattr(patch, "_fns", [lambda body: None]), patch)
+    assert isinstance(fallback, PluginFailure)
+    assert not hasattr(patch, "_fns")
