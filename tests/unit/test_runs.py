@@ -11,6 +11,8 @@ from typing import Any
 import kopf
 import pytest
 
+import kopf_outcomes
+
 from kopf_outcomes import HandlerOptions, HandlerRun, ResourceRef
 from kopf_outcomes._kopf import kopf_runs as runs
 from kopf_outcomes._kopf.internals import runtime_of
@@ -26,11 +28,19 @@ BODY: dict[str, Any] = {
 PREVIOUS: Any = {"outcome": "pending", "reason": "waiting", "digest": "d"}
 
 
-def build(logger: logging.Logger, **handler_options: Any) -> HandlerRun:
+def build(logger: logging.Logger, plugins: PluginManager | None = None, **handler_options: Any) -> HandlerRun:
     the_handler = handler(lambda **_: None, **handler_options)
     state = state_for([the_handler])[the_handler.id]
-    return runs.build(PluginManager(), Kind.CHANGE, the_handler, changing_cause(BODY, logger), 2, state,
+    return runs.build(plugins or PluginManager(), Kind.CHANGE, the_handler, changing_cause(BODY, logger), 2, state,
                       kopf.OperatorSettings(), PREVIOUS)
+
+
+class Classifier:
+    """A plugin that decides (and leaves every run to the built-ins): the caller's errors mode is then set."""
+
+    @kopf_outcomes.hookimpl
+    def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> None:
+        return None
 
 
 async def test_a_run_reads_every_field_as_a_plain_run_holds_it(logger: logging.Logger) -> None:
@@ -56,13 +66,26 @@ async def test_the_runtime_is_read_once_when_a_hook_first_asks(logger: logging.L
 
 
 async def test_the_errors_mode_is_the_callers_as_it_was_during_the_run(logger: logging.Logger) -> None:
-    token = runs.default_errors.set(kopf.ErrorsMode.PERMANENT)
+    deciding = PluginManager()
+    deciding.register(Classifier())
+    token = runs.default_errors.set(kopf.ErrorsMode.PERMANENT)  # as handler_run sets it where plugins decide
+    try:
+        run = build(logger, deciding)
+    finally:
+        runs.default_errors.reset(token)
+    assert run.errors_mode == "PERMANENT"
+    assert build(logger, deciding, errors="IGNORED").errors_mode == "IGNORED"  # the handler's own wins
+
+
+async def test_where_only_the_built_ins_decide_the_errors_mode_is_kopfs_default(logger: logging.Logger) -> None:
+    """The caller's mode is set only where plugins decide: no other value is read (nor its cost paid)."""
+    token = runs.default_errors.set(kopf.ErrorsMode.PERMANENT)  # not set by us here: set only to show it unread
     try:
         run = build(logger)
     finally:
         runs.default_errors.reset(token)
-    assert run.errors_mode == "PERMANENT"
-    assert build(logger, errors="IGNORED").errors_mode == "IGNORED"  # the handler's own wins
+    assert run.errors_mode == "TEMPORARY"
+    assert build(logger, errors="IGNORED").errors_mode == "IGNORED"
 
 
 async def test_a_run_is_read_only(logger: logging.Logger) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextvars
 import datetime
 import functools
+import types
 from collections.abc import Collection, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from kopf_outcomes import engine, memory
@@ -53,8 +55,8 @@ class Cycle:
     instructions, a named tuple's field through its descriptor in about 150, and a cycle's
     fields are read some twenty times per cycle."""
 
-    __slots__ = ("keys", "records", "handlers", "state", "kind", "persists", "settings", "registry", "children",
-                 "tracked", "quiet", "objects")
+    __slots__ = ("keys", "records", "handlers", "state", "kind", "persists", "settings", "children", "tracked",
+                 "quiet", "objects")
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
     handlers: Collection[Handler]
@@ -62,18 +64,42 @@ class Cycle:
     kind: Kind
     persists: bool  # the kind's: only then a memory, parking, rechecks (read once: a property costs)
     settings: OperatorSettings
-    registry: Any  # Kopf's registry of the operator, where the object's worker knows it
+    # The four below are the shared, read-only NONE_YET or NO_IDS until the cycle's first write
+    # (``own_*``): most cycles write none of them, and each container made cost every cycle.
     # Parents some of whose unfinished sub-handlers wait for us: what the parent then waits for
     # (all of them: a Pending; else the delay of Kopf's retry of the children).
-    children: dict[str, Pending | float]
+    children: Mapping[str, Pending | float]
     # The handlers with a memory in this cycle (and its sub-handlers' cycles), with the cycle each
     # belongs to, and whether it concluded now: at the end, their digests are of the object as
     # the cycle's patch leaves it (``refresh``).
-    tracked: dict[str, tuple[Handler, Cycle, bool]]
-    quiet: set[str]  # rechecking handlers that concluded as before: nothing new to store
+    tracked: Mapping[str, tuple[Handler, Cycle, bool]]
+    quiet: AbstractSet[str]  # rechecking handlers that concluded as before: nothing new to store
     # The other objects of handlers with ``depends_on_objects`` (and their fingerprint), taken
     # before any handler of the cycle runs: what they see and conclude about.
-    objects: dict[str, dependents.Taken]
+    objects: Mapping[str, dependents.Taken]
+
+    @property
+    def registry(self) -> Any:
+        """Kopf's registry of the operator, where the object's worker knows it (read when a digest is)."""
+        return operator_registry.get()
+
+    def own_children(self) -> dict[str, Pending | float]:
+        children = self.children
+        if not isinstance(children, dict):
+            children = self.children = {}
+        return children
+
+    def own_tracked(self) -> dict[str, tuple[Handler, Cycle, bool]]:
+        tracked = self.tracked
+        if not isinstance(tracked, dict):
+            tracked = self.tracked = {}
+        return tracked
+
+    def own_quiet(self) -> set[str]:
+        quiet = self.quiet
+        if not isinstance(quiet, set):
+            quiet = self.quiet = set()
+        return quiet
 
     @property
     def writes(self) -> OperatorWrites:
@@ -90,6 +116,9 @@ class Cycle:
 
 
 EMPTY: Mapping[str, Any] = {}  # an absent mapping, read without a branch
+# What a cycle has none of yet: shared by every cycle, so read-only (a write by mistake raises).
+NONE_YET: Mapping[str, Any] = types.MappingProxyType({})
+NO_IDS: AbstractSet[str] = frozenset()
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
 # The memory's keys of an operator, by its finalizer (Kopf's public setting):
 # ``keys_for(settings.persistence.finalizer)``, cached (a C call: it is on every cycle).
@@ -104,9 +133,11 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     persists = kind in PERSISTING  # Kind.persists, without its call
     records: Mapping[str, MemoryRecord] = {}
     if persists:  # raw_body_of and memory.read's gate, inline (every cycle; most objects have no memory)
-        body: Mapping[str, Any] | None = getattr(cause, "body", None)
-        raw = getattr(body, "_src", None)
-        body = raw if raw.__class__ is dict else body
+        body: Mapping[str, Any] | None
+        try:  # attributes, not getattr(): a change's cause has a body, and Kopf's Body its raw dict
+            body = cause.body._src  # type: ignore[attr-defined]
+        except AttributeError:  # a plain mapping, or no body
+            body = getattr(cause, "body", None)
         annotations = (body.get("metadata") or EMPTY).get("annotations") if body is not None else None
         if annotations and keys.memory in annotations and body is not None:
             records = memory.read(body, cause.logger, keys)
@@ -118,11 +149,8 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     cycle.kind = kind
     cycle.persists = persists
     cycle.settings = settings
-    cycle.registry = operator_registry.get()
-    cycle.children = {}
-    cycle.tracked = {}
-    cycle.quiet = set()
-    cycle.objects = {}
+    cycle.children = cycle.tracked = cycle.objects = NONE_YET
+    cycle.quiet = NO_IDS
     return cycle
 
 
@@ -227,7 +255,7 @@ def track(cycle: Cycle, handlers: Collection[Handler]) -> None:
     for handler in handlers:
         handler_id = str(handler.id)
         if handler_id in cycle.records and handler_id not in cycle.tracked:
-            cycle.tracked[handler_id] = (handler, cycle, False)
+            cycle.own_tracked()[handler_id] = (handler, cycle, False)
 
 
 def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:

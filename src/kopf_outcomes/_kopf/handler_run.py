@@ -253,7 +253,7 @@ class Runs:
             return None
         handler_id = str(handler.id)
         if isinstance(outcome.exception, HandlerChildrenRetry):
-            waiting = cycle.children.pop(handler_id, None)
+            waiting = cycle.own_children().pop(handler_id, None) if handler_id in cycle.children else None
             if waiting is None:
                 return None  # the children are Kopf's: Kopf's retry of them stands
             if not isinstance(waiting, Pending):  # some are Kopf's: its retry, when the first is due

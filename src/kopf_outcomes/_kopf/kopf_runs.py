@@ -208,7 +208,9 @@ def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, re
     run = _new(KopfRun)
     _set_sources(run, (
         handler, cause, retry, runtime, settings, previous,
-        handler.errors if handler.errors is not None else default_errors.get(_TEMPORARY),
+        # The caller's errors mode is set only where plugins decide (handler_run): else it is Kopf's default.
+        handler.errors if handler.errors is not None else _TEMPORARY if plugins.decides_builtin
+        else default_errors.get(_TEMPORARY),
         options_of(plugins, handler, cause) if plugins.provides_options or declared else NO_OPTIONS,  # option's gate
         kind,
     ))

@@ -82,7 +82,7 @@ class Reactions:
             unknown: Mapping[str, float | None] = EMPTY  # (read only)
             if objects.declared:
                 taken, unknown = dependents.take(cycle.kind, handlers, cause)
-                cycle.objects.update(taken)
+                cycle.objects = taken
             if self.plugins.observes_objects and cycle.kind is CHANGE:
                 observe_object(self.plugins, cycle, handlers, cause, state)
             todo, woken, waiting, waits = select(self.plugins, cycle, handlers, cause, state, unknown)
@@ -127,9 +127,10 @@ class Reactions:
             if parent is not None:  # sub-handlers: the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, cycle.records, waits, unknown)
                 if waited is not None:
-                    parent.children[str(handler_var.get().id)] = waited
+                    parent.own_children()[str(handler_var.get().id)] = waited
                 track(cycle, handlers)
-                parent.tracked.update(cycle.tracked)
+                if cycle.tracked:
+                    parent.own_tracked().update(cycle.tracked)
                 return outcomes
             if cycle.records or cycle.tracked:
                 track(cycle, handlers)

@@ -198,15 +198,15 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                 if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
                         and new == {**run.previous, "objects": taken[1]}):
                     new = run.previous  # woken by its other objects only, concluding as before: known here
-                    cycle.quiet.add(handler_id)
+                    cycle.own_quiet().add(handler_id)
                     dependents.saw(cause, handler_id, taken[1])
                 else:
                     dependents.saw(cause, handler_id, None)  # stored: the memory carries what it saw
         memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
         if new is not None:
-            cycle.tracked[handler_id] = (handler, cycle, True)
+            cycle.own_tracked()[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
-            cycle.quiet.add(handler_id)  # the same conclusion about the same state: no need to store
+            cycle.own_quiet().add(handler_id)  # the same conclusion about the same state: no need to store
     return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result) if plugins.observed else result
 
 
@@ -219,7 +219,12 @@ def tell(plugins: PluginManager, kind: Kind, keys: MemoryKeys, run: HandlerRun, 
     """Tell the observers the outcome: ``result`` stands, unless one of them failed. Where Kopf's
     patch is not the object's (a webhook's answer, an indexer's unused one), they write to none.
     Not a Turn: stock outcomes are told on every observed run, with no cycle or Turn to spare."""
-    patch = getattr(cause, "patch", None) if kind is not _WEBHOOK and kind is not _INDEX else None
+    patch: Any = None
+    if kind is not _WEBHOOK and kind is not _INDEX:
+        try:  # an attribute, not getattr(): on every observed run; an activity's cause has none
+            patch = cause.patch  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
     fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, keys)
     if fallback is not None:  # an observer failed: retry, whatever was decided
         attach_events()
