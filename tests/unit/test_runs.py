@@ -12,7 +12,6 @@ import kopf
 import pytest
 
 import kopf_outcomes
-
 from kopf_outcomes import HandlerOptions, HandlerRun, ResourceRef
 from kopf_outcomes._kopf import kopf_runs as runs
 from kopf_outcomes._kopf.internals import runtime_of
