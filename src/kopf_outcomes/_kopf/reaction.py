@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kopf_outcomes import objects
 from kopf_outcomes._kopf import children, deadlines, delays, dependents, kopf_runs, requeue, stock_kinds
@@ -122,8 +122,10 @@ class Reactions:
                 if handler.id not in outcomes and progress_of(state, handler).finished:
                     outcomes[handler.id] = KopfOutcome(final=False, delay=0)
                 elif handler.id not in outcomes:  # an unfinished one: the next cycle runs it, at once and
-                    waits.append(0.0)  # without a write (the one planned may conclude quietly: no event)
-            found = ours(cycle, outcomes, waiting, waits) if marked else None
+                    waits = [*waits, 0.0]  # without a write (the one planned may conclude quietly: no event)
+            found = None
+            if marked:
+                found, waiting, waits = ours(cycle, outcomes, waiting, waits)
             if parent is not None:  # sub-handlers: the parent's run decides the delays
                 waited = children.waiting(handlers, state, outcomes, waiting, cycle.records, waits, unknown)
                 if waited is not None:
@@ -153,22 +155,24 @@ class Reactions:
 
 
 def select(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], cause: Cause, state: State,
-           unknown: Mapping[str, float | None]) -> tuple[list[Handler], list[Handler], list[HandlerId], list[float]]:
+           unknown: Mapping[str, float | None]
+           ) -> tuple[list[Handler], Sequence[Handler], Sequence[HandlerId], Sequence[float]]:
     """The handlers to run (Kopf's awakened ones, and ours that are due or woken), those woken by
     us, those that wait for us, and the seconds until each of ours is looked at again."""
     todo: list[Handler] = []
-    woken: list[Handler] = []
-    waiting: list[HandlerId] = []
-    waits: list[float] = []
     if not cycle.records and not unknown:  # no memory, no schedule of ours: the loop below, without them
+        woke: Sequence[Handler] = ()  # none, in most cycles: no lists made for nothing (nor waiting, nor waits)
         for h in handlers:
             handler_state: HandlerState = state[h.id]  # type: ignore[assignment]
             if handler_state.awakened:
                 todo.append(h)
             elif wakes(plugins, cycle, h, cause, handler_state):  # parked, its memory lost: it concludes afresh
                 todo.append(h)
-                woken.append(h)
-        return todo, woken, waiting, waits
+                woke = [*woke, h]
+        return todo, woke, (), ()
+    woken: list[Handler] = []
+    waiting: list[HandlerId] = []
+    waits: list[float] = []
     now = datetime.datetime.now(datetime.timezone.utc) if cycle.records else None
     for h in handlers:
         handler_state = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
@@ -199,12 +203,13 @@ def select(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], 
     return todo, woken, waiting, waits
 
 
-def ours(cycle: Cycle, outcomes: dict[HandlerId, KopfOutcome], waiting: list[HandlerId],
-         waits: list[float]) -> set[str]:
+def ours(cycle: Cycle, outcomes: dict[HandlerId, KopfOutcome], waiting: Sequence[HandlerId],
+         waits: Sequence[float]) -> tuple[set[str], list[HandlerId], list[float]]:
     """The handlers whose delays are ours (parked, rechecking, waiting), with their waits added;
     those that concluded quietly (nothing new to store) leave ``outcomes`` and wait: Kopf keeps
-    its progress."""
+    its progress. Returns them with ``waiting`` and ``waits``, added to (new lists: select's may be shared)."""
     found = {str(handler_id) for handler_id in waiting} if waiting else set()
+    waiting, waits = list(waiting), list(waits)
     for handler_id, outcome in list(outcomes.items()):
         if not isinstance(outcome.exception, (Parked, Rechecking)):
             continue  # Kopf's own
@@ -218,7 +223,7 @@ def ours(cycle: Cycle, outcomes: dict[HandlerId, KopfOutcome], waiting: list[Han
         if str(handler_id) in cycle.quiet:
             del outcomes[handler_id]
             waiting.append(handler_id)
-    return found
+    return found, waiting, waits
 
 
 def next_recheck(cycle: Cycle, handler_id: str, outcome: KopfOutcome) -> float:
