@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import datetime
-import functools
 import types
 from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
@@ -120,15 +119,26 @@ EMPTY: Mapping[str, Any] = {}  # an absent mapping, read without a branch
 NONE_YET: Mapping[str, Any] = types.MappingProxyType({})
 NO_IDS: AbstractSet[str] = frozenset()
 _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outcomes_cycle", default=None)
-# The memory's keys of an operator, by its finalizer (Kopf's public setting):
-# ``keys_for(settings.persistence.finalizer)``, cached (a C call: it is on every cycle).
-keys_for = functools.lru_cache(maxsize=64)(memory.keys_for)
+
+
+class _KeysByFinalizer(dict[str | None, MemoryKeys]):
+    """The memory's keys of an operator, by its finalizer (Kopf's public setting), each made once:
+    ``KEYS[settings.persistence.finalizer]`` is a lookup on every cycle, not a call."""
+
+    def __missing__(self, finalizer: str | None) -> MemoryKeys:
+        if len(self) >= 64:  # an operator has one finalizer; tests and tools may make many
+            self.clear()
+        keys = self[finalizer] = memory.keys_for(finalizer)
+        return keys
+
+
+KEYS = _KeysByFinalizer()
 
 
 def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
          state: State | None = None) -> Cycle:
     """The context of a cycle: the handlers' kind decided, the object's memory read once."""
-    keys = keys_for(settings.persistence.finalizer)
+    keys = KEYS[settings.persistence.finalizer]
     kind = kind_of(cause, handlers)
     persists = kind in PERSISTING  # Kind.persists, without its call
     records: Mapping[str, MemoryRecord] = {}

@@ -24,12 +24,12 @@ from kopf_outcomes import engine
 from kopf_outcomes._kopf import kopf_runs, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.cycle import (
     EMPTY,
+    KEYS,
     RETAINED_ONLY,
     Cycle,
     current,
     holds_retained_child,
     is_parked,
-    keys_for,
     of,
     record_of,
 )
@@ -227,7 +227,7 @@ class Runs:
             raw = getattr(body, "_src", None)  # internals.raw_body_of
             annotations: Mapping[str, Any] | None = (
                 (raw if raw.__class__ is dict else body or EMPTY).get("metadata") or EMPTY).get("annotations")
-            keys = keys_for(settings.persistence.finalizer)
+            keys = KEYS[settings.persistence.finalizer]
             remembered = annotations is not None and keys.memory in annotations
         if not remember and not remembered:
             if not plugins.observed:
