@@ -11,11 +11,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import kopf
 import pytest
 from kopf._core.actions import execution
 
 import kopf_outcomes
 from kopf_outcomes import Pending, _kopf
+from kopf_outcomes._kopf.cycle import NO_IDS, NONE_YET, make
 from kopf_outcomes._kopf.marks import PARKED_DELAY
 from tests.unit.kopf_objects import changing_cause, handler, run_handler, run_handlers
 
@@ -80,3 +82,18 @@ async def test_a_wrapper_put_in_after_the_patch_is_called_by_the_cycle(logger: l
         execution.execute_handler_once = patched
     assert called == ["h"]
     assert outcomes["h"].final is False and outcomes["h"].delay == PARKED_DELAY  # our outcome, through it
+
+
+def test_a_cycles_containers_are_its_own_once_written_and_the_shared_empties_stay_empty(
+        logger: logging.Logger) -> None:
+    """Cycles start with shared read-only empties: one cycle's write never shows in another's."""
+    the_handler = handler(lambda **_: None)
+    cause = changing_cause({"metadata": {"name": "n", "namespace": "ns", "uid": "u"}}, logger)
+    first, second = (make(kopf.OperatorSettings(), cause, [the_handler]) for _ in range(2))
+    first.own_tracked()["h"] = (the_handler, first, True)
+    first.own_quiet().add("h")
+    first.own_children()["h"] = 1.0
+    assert second.tracked == {} and second.quiet == set() and second.children == {}
+    assert NONE_YET == {} and NO_IDS == frozenset()
+    with pytest.raises(TypeError):
+        second.tracked["h"] = (the_handler, second, True)  # type: ignore[index]  # a write that skips own_*()
