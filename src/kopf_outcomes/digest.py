@@ -2,8 +2,8 @@
 The state a handler depends on, as a short digest: what per-state memory compares.
 
 The default scope is spec, labels, annotations and status, minus everything the operator writes
-itself (Kopf's progress, diff-base and touch-dummy, other Kopf operators' storages, our memory,
-handler results, fields that plugins write). A handler or policy can narrow it to field paths
+itself (Kopf's progress, diff-base and touch-dummy, other Kopf operators' storages in annotations
+and in status, our memory, handler results, fields that plugins write). A handler or policy can narrow it to field paths
 (``depends_on``) and leave field paths out of it (``ignore``).
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def state(
         "spec": body.get("spec"),
         "labels": metadata.get("labels"),
         "annotations": _foreign_annotations(metadata.get("annotations") or {}, excluded_prefixes),
-        "status": _without(body.get("status"), ["kopf"]),
+        "status": _without_status_storages(_without(body.get("status"), ["kopf"])),
     }
     for segments in excluded:
         _remove(selected, list(segments))
@@ -148,6 +148,43 @@ def _foreign_annotations(annotations: Mapping[str, str], excluded_prefixes: Iter
             continue
         kept[key] = value
     return kept
+
+
+# Kopf's progress record (``ProgressRecord``): a status storage of any operator holds these per handler.
+_PROGRESS_KEYS = frozenset({"started", "stopped", "delayed", "purpose", "retries", "success", "failure",
+                            "message", "subrefs"})
+_DIFFBASE, _PROGRESS, _DUMMY = "last-handled-configuration", "progress", "dummy"
+
+
+def _without_status_storages(status: object) -> object:
+    """The status without Kopf's status storages of any operator (``status.<name>.progress``,
+    ``.last-handled-configuration`` and ``.dummy``, Kopf's own field names): another operator's
+    bookkeeping, or this one's before its storage moved. Its fields do not say whose they are,
+    so a stanza counts as a storage by Kopf's names and shapes together: a ``progress`` of
+    Kopf's progress records, a ``last-handled-configuration`` string; a ``dummy`` beside either."""
+    if not isinstance(status, Mapping):
+        return status
+    kept: dict[str, Any] | None = None
+    for name, stanza in status.items():
+        if not isinstance(stanza, Mapping):
+            continue
+        storage = {key for key in (_PROGRESS, _DIFFBASE) if key in stanza and _bookkeeping(key, stanza[key])}
+        if not storage:
+            continue
+        if isinstance(stanza.get(_DUMMY), str):
+            storage.add(_DUMMY)
+        kept = dict(status) if kept is None else kept
+        kept[name] = {key: value for key, value in stanza.items() if key not in storage}
+        if not kept[name]:
+            del kept[name]
+    return status if kept is None else kept
+
+
+def _bookkeeping(key: str, value: object) -> bool:
+    if key == _DIFFBASE:
+        return isinstance(value, str)
+    return (isinstance(value, Mapping) and bool(value)
+            and all(isinstance(record, Mapping) and record.keys() <= _PROGRESS_KEYS for record in value.values()))
 
 
 def _without(value: object, keys: Iterable[str]) -> object:

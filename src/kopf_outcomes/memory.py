@@ -29,7 +29,7 @@ from kopf_outcomes.digest import digest
 from kopf_outcomes.objects import ObjectRef
 
 __all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "present", "read",
-           "record", "release_requested", "write"]
+           "consume_release", "own", "record", "release_requested", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
 DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -83,6 +83,12 @@ class MemoryRecord(_Conclusion, total=False):
         The field paths whose change woke its last runs (a few, the latest last).
     ``deadline`` (str)
         A Pending under a time-based escalation runs again then (UTC, ISO 8601), whatever happens.
+    ``uid`` (str)
+        The uid of the object it was written for: a restored or re-created object (another uid)
+        does not inherit it.
+    ``key`` (str)
+        The idempotency key the handler acted under: kept while the state is the one it acted on,
+        whatever the handler, Kopf or an upgrade wrote since (see :class:`Memory`).
     """
 
     since: str
@@ -92,6 +98,8 @@ class MemoryRecord(_Conclusion, total=False):
     objects: str
     woken_by: list[list[str]]
     deadline: str
+    uid: str
+    key: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,12 +131,16 @@ class Memory:
     objects_digest: str | None = None
     #: The fingerprint of the objects the previous conclusion was about; None without it.
     previous_objects_digest: str | None = None
+    #: The digest of the state this run sees, in the scope the previous conclusion was about (its
+    #: ``depends_on``), where an upgrade changed the scope since; None: the scope is the same.
+    previous_scope_digest: str | None = None
 
     @property
     def acted_on_this_state(self) -> bool:
         """Whether the previous conclusion was about the state this run sees (its object, and
         its other objects): then a side effect started for it must not be started again."""
-        return (self.previous is not None and self.previous["digest"] == self.digest
+        seen = self.digest if self.previous_scope_digest is None else self.previous_scope_digest
+        return (self.previous is not None and self.previous["digest"] == seen
                 and self.previous_objects_digest == self.objects_digest)
 
 
@@ -171,6 +183,16 @@ def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter
         _report_once(body, raw, f"Ignoring the unreadable handler memory in {keys.memory!r}: {e}. "
                                 f"Handlers of this object start with no memory.", logger)
         return {}
+
+
+def own(records: dict[str, MemoryRecord], body: Mapping[str, Any]) -> dict[str, MemoryRecord]:
+    """The records written for this object: one restored from a backup or copied into a re-created
+    object (another uid) concluded nothing about this one. A record with no uid (written before
+    records carried one) is the object's."""
+    uid = (body.get("metadata") or {}).get("uid")
+    if not uid or all(record.get("uid", uid) == uid for record in records.values()):
+        return records
+    return {handler_id: record for handler_id, record in records.items() if record.get("uid", uid) == uid}
 
 
 def _report_once(body: Mapping[str, Any], raw: object, message: str,
@@ -218,6 +240,8 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("objects", ""), str)
             and _woken_by(record.get("woken_by", []))
             and isinstance(record.get("deadline", ""), str)
+            and isinstance(record.get("uid", ""), str)
+            and isinstance(record.get("key", ""), str)
             and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
 
 
@@ -242,7 +266,7 @@ def stored_reason(reason: str) -> str:
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
            parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None,
            objects: str | None = None, woken_by: list[list[str]] | None = None,
-           deadline: str | None = None) -> MemoryRecord:
+           deadline: str | None = None, uid: str | None = None, key: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -262,6 +286,10 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["woken_by"] = woken_by
     if deadline is not None:
         new["deadline"] = deadline
+    if uid:
+        new["uid"] = uid
+    if key is not None:
+        new["key"] = key
     return new
 
 
@@ -301,6 +329,13 @@ def release_requested(body: Mapping[str, Any], handler_id: str, keys: MemoryKeys
         return False
     names = {name.strip() for name in value.split(",")}
     return handler_id in names or "*" in names
+
+
+def consume_release(body: Mapping[str, Any], patch: MutableMapping[str, Any], keys: MemoryKeys = DEFAULT_KEYS) -> None:
+    """A release answers one retention: used (or found a leftover), it goes in the same PATCH, so that
+    it releases no handler retained later (``*`` releases what is retained at the time)."""
+    if keys.release in ((body.get("metadata") or {}).get("annotations") or {}):
+        patch.setdefault("metadata", {}).setdefault("annotations", {})[keys.release] = None
 
 
 def idempotency_key(uid: str, handler_id: str, digest: str) -> str:

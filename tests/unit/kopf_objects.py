@@ -14,18 +14,21 @@ from typing import Any
 
 import kopf
 from kopf._cogs.aiokits import aiotoggles
+from kopf._cogs.clients import api
 from kopf._cogs.clients import errors as api_errors
 from kopf._cogs.configs import configuration
 from kopf._cogs.structs import bodies, ephemera, patches, references
 from kopf._core.actions import application, execution, lifecycles, progression
 from kopf._core.engines import activities, admission, daemons
 from kopf._core.intents import causes, registries, stoppers
-from kopf._core.reactor import processing
+from kopf._core.reactor import inventory, processing
 
 __all__ = [
     "RESOURCE",
     "activities",
     "admission",
+    "api",
+    "inventory",
     "aiotoggles",
     "api_errors",
     "forbidden",
@@ -41,6 +44,7 @@ __all__ = [
     "references",
     "progression",
     "body_after",
+    "merged",
     "changing_cause",
     "execution",
     "handler",

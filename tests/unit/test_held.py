@@ -70,8 +70,18 @@ def test_nothing_waiting_releases_as_kopf_does(records: dict[str, Any] | None) -
     assert found["metadata"]["finalizers"] == ["other/f"]
 
 
-def test_an_unreadable_memory_is_read_as_none_here_too() -> None:
+def test_an_unreadable_memory_holds_until_a_person_releases_with_a_star() -> None:
     found = body(None, annotations={DEFAULT_KEYS.memory: "{garbage"})
+    allow_deletion(found, finalizer=FINALIZER)
+    assert found["metadata"]["finalizers"] == [FINALIZER, "other/f"]
+    found = body(None, annotations={DEFAULT_KEYS.memory: "{garbage", RELEASE_ANNOTATION: "*"})
+    allow_deletion(found, finalizer=FINALIZER)
+    assert found["metadata"]["finalizers"] == ["other/f"]
+    assert RELEASE_ANNOTATION not in found["metadata"]["annotations"]  # answered: it goes with the finalizer
+
+
+def test_a_record_written_for_another_object_holds_nothing() -> None:
+    found = body({"delete_fn": {**record("pending"), "uid": "u0"}})
     allow_deletion(found, finalizer=FINALIZER)
     assert found["metadata"]["finalizers"] == ["other/f"]
 

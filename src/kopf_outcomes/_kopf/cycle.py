@@ -10,6 +10,7 @@ neither, and Kopf treats it exactly as without kopf-outcomes.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import datetime
 import types
 from collections.abc import Collection, Mapping
@@ -38,7 +39,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
-from kopf_outcomes._kopf.states import digest, remembered
+from kopf_outcomes._kopf.states import digest, remembered, scope_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
@@ -55,13 +56,14 @@ class Cycle:
     fields are read some twenty times per cycle."""
 
     __slots__ = ("keys", "records", "handlers", "state", "kind", "persists", "settings", "children", "tracked",
-                 "quiet", "objects")
+                 "quiet", "objects", "unreadable")
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
     handlers: Collection[Handler]
     state: State | None
     kind: Kind
     persists: bool  # the kind's: only then a memory, parking, rechecks (read once: a property costs)
+    unreadable: bool  # the object has a memory of ours, and none of it could be read (or is the object's)
     settings: OperatorSettings
     # The four below are the shared, read-only NONE_YET or NO_IDS until the cycle's first write
     # (``own_*``): most cycles write none of them, and each container made cost every cycle.
@@ -142,6 +144,7 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     kind = kind_of(cause, handlers)
     persists = kind in PERSISTING  # Kind.persists, without its call
     records: Mapping[str, MemoryRecord] = {}
+    unreadable = False
     if persists:  # raw_body_of and memory.read's gate, inline (every cycle; most objects have no memory)
         body: Mapping[str, Any] | None
         try:  # attributes, not getattr(): a change's cause has a body, and Kopf's Body its raw dict
@@ -150,7 +153,8 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
             body = getattr(cause, "body", None)
         annotations = (body.get("metadata") or EMPTY).get("annotations") if body is not None else None
         if annotations and keys.memory in annotations and body is not None:
-            records = memory.read(body, cause.logger, keys)
+            records = memory.own(memory.read(body, cause.logger, keys), body)
+            unreadable = not records
     cycle = _new(Cycle)  # its slots set here: an __init__ would cost every cycle a Python call
     cycle.keys = keys
     cycle.records = records
@@ -158,6 +162,7 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     cycle.state = state
     cycle.kind = kind
     cycle.persists = persists
+    cycle.unreadable = unreadable
     cycle.settings = settings
     cycle.children = cycle.tracked = cycle.objects = NONE_YET
     cycle.quiet = NO_IDS
@@ -294,6 +299,21 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
 _UNWRITTEN = object()
 
 
+def discard_unreadable(cycle: Cycle, cause: Cause) -> None:
+    """
+    A memory none of which is the object's (unreadable, or written for another uid), in a cycle
+    whose handlers ran: each handler it could be about concluded afresh (a parked one is woken to),
+    so it goes in this PATCH unless the cycle wrote the memory anew. Left, it would hold the
+    finalizer once the handlers are done (an unreadable memory holds: :mod:`.held`).
+    """
+    body, patch = raw_body_of(cause), getattr(cause, "patch", None)
+    if body is None or patch is None:
+        return
+    written = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
+    if cycle.keys.memory not in written:
+        patch.setdefault("metadata", {}).setdefault("annotations", {})[cycle.keys.memory] = None
+
+
 def prune(cycle: Cycle, cause: Cause) -> None:
     """
     Where this cycle writes the memory anyway: the records of handlers the operator no longer has
@@ -348,22 +368,40 @@ def current_memory(plugins: PluginManager | None) -> Memory:
         handler, cause = handler_var.get(), cause_var.get()
     except LookupError:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler") from None
-    body = body_of(cause)
-    if body is None or plugins is None:
+    if body_of(cause) is None or plugins is None:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
                                 "with kopf_outcomes.install() done")
-    cycle = of(subsettings_var.get(), cause, handler)
+    return memory_of(plugins, of(subsettings_var.get(), cause, handler), handler, cause)
+
+
+def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> Memory:
+    """
+    The handler's memory in this run: its record, whether that was about the state it sees now, and
+    the idempotency key. The key is the one the record carries while the state is the one it acted
+    on (so the handler's own writes, Kopf's and an upgrade's change of ``depends_on`` keep it), else
+    made from the state as the run sees it (before this cycle's patch): ``recall()`` and the record
+    the run then writes agree.
+    """
+    body = body_of(cause) or EMPTY
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
-    uid = str((body.get("metadata") or {}).get("uid", ""))
+    uid = str((body.get("metadata") or EMPTY).get("uid", ""))
     previous = cycle.records.get(handler_id)
+    scope = previous.get("depends_on") if previous is not None else None
+    rescoped = None
+    if previous is not None and scope != scope_of(plugins, handler, cause):  # an upgrade changed it
+        rescoped = digest(plugins, cycle, handler, cause, depends_on=scope)
     taken = cycle.objects.get(handler_id)
     if taken is None:
-        return Memory(previous=previous, digest=state_digest,
-                      idempotency_key=memory.idempotency_key(uid, handler_id, state_digest),
-                      objects=dependents.unknown_objects(cycle.kind, handler))
-    refs, fingerprint = taken
-    return Memory(previous=previous, digest=state_digest,
-                  idempotency_key=memory.idempotency_key(uid, handler_id, state_digest + fingerprint),
-                  objects=refs, objects_digest=fingerprint,
-                  previous_objects_digest=dependents.previous(cause, handler_id, previous))
+        found = Memory(previous=previous, digest=state_digest,
+                       idempotency_key=memory.idempotency_key(uid, handler_id, state_digest),
+                       objects=dependents.unknown_objects(cycle.kind, handler), previous_scope_digest=rescoped)
+    else:
+        refs, fingerprint = taken
+        found = Memory(previous=previous, digest=state_digest,
+                       idempotency_key=memory.idempotency_key(uid, handler_id, state_digest + fingerprint),
+                       objects=refs, objects_digest=fingerprint,
+                       previous_objects_digest=dependents.previous(cause, handler_id, previous),
+                       previous_scope_digest=rescoped)
+    kept = previous.get("key") if previous is not None else None
+    return dataclasses.replace(found, idempotency_key=kept) if kept and found.acted_on_this_state else found

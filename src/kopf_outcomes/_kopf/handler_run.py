@@ -20,7 +20,7 @@ from typing import Any
 
 import kopf
 
-from kopf_outcomes import engine
+from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf import kopf_runs, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.cycle import (
     EMPTY,
@@ -197,6 +197,9 @@ class Runs:
             return None
         cause.logger.warning(f"{handler} is released by the annotation {cycle.keys.release!r}; "
                              f"the finalizer is no longer retained.")
+        patch = getattr(cause, "patch", None)
+        if patch is not None:  # answered: it releases no handler retained later
+            memory.consume_release(body_of(cause) or EMPTY, patch, cycle.keys)
         return translation.conclude(self.turn(cycle, handler, cause, state, settings, record),
                                     Fatal(record["reason"], on_delete="release"),
                                     KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))

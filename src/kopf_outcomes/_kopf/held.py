@@ -43,21 +43,27 @@ _wrappers: weakref.WeakSet[Callable[..., None]] = weakref.WeakSet()  # every all
 
 def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
     """The deletion handlers of this operator whose memory (in the body as the cycle leaves it) says
-    they wait and no person released; an unreadable memory holds nothing (read as none everywhere)."""
+    they wait and no person released. A memory that cannot be read (a typo, a newer version's
+    record) holds as one that waits, named :data:`UNREADABLE`, until it is fixed, removed, or the
+    object released with ``*``; a record written for another object (another uid) holds nothing."""
     keys = memory.keys_for(finalizer)
     raw = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.memory)
     if not raw:
         return []
     try:
-        records = memory.parse(raw)
+        records = memory.own(memory.parse(raw), body)
     except ValueError:
-        return []
+        return [] if memory.release_requested(body, UNREADABLE, keys) else [UNREADABLE]
     registry = operator_registry.get()
     ids = deletion_ids(registry) if registry is not None else None  # unknown: every record counts
     return sorted(handler_id for handler_id, record in records.items()
                   if record["outcome"] in WAITING
                   and (ids is None or handler_id.split("/", 1)[0] in ids)
                   and not memory.release_requested(body, handler_id, keys))
+
+
+# What an unreadable memory holds: nothing a person could name but ``*``.
+UNREADABLE = "*"
 
 
 def wrap(original: Callable[..., None]) -> Callable[..., None]:
@@ -72,6 +78,8 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
             if held:
                 _tell(body, held, finalizer)
                 return None
+            if "patch" not in kwargs:  # the body that becomes the PATCH: a release is answered once
+                _consume_release(body, finalizer)
         return original(*args, **kwargs)
     _wrappers.add(allow_deletion)
     return allow_deletion
@@ -99,6 +107,14 @@ def wrap_json_patch(original: Callable[..., Any]) -> Callable[..., Any]:
     return as_json_patch
 
 
+def _consume_release(body: Mapping[str, Any], finalizer: str) -> None:
+    """The release annotation goes with the finalizer it let go (Kopf's body copy, then its PATCH)."""
+    annotations = (body.get("metadata") or {}).get("annotations")
+    release = memory.keys_for(finalizer).release
+    if isinstance(annotations, dict) and release in annotations:
+        del annotations[release]
+
+
 def _tell(body: Mapping[str, Any], held: list[str], finalizer: str) -> None:
     meta = body.get("metadata") or {}
     seen = (str(meta.get("uid")), tuple(held))
@@ -109,6 +125,14 @@ def _tell(body: Mapping[str, Any], held: list[str], finalizer: str) -> None:
         _told.popitem(last=False)
     where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
     keys = memory.keys_for(finalizer)
+    if held == [UNREADABLE]:
+        _LOGGER.error(
+            f"Kept the finalizer {finalizer!r} of {where}: its handler memory in {keys.memory!r} cannot be "
+            f"read (see the warning about it), so it cannot say whether a deletion handler still waits, and "
+            f"none of this operator's handlers match the object any more to conclude afresh. Fix or remove "
+            f"that annotation (the handlers whose object it is then continue), or release the object with "
+            f"the annotation {keys.release}=*.")
+        return
     _LOGGER.error(
         f"Kept the finalizer {finalizer!r} of {where}: its deletion handler(s) {', '.join(held)} wait "
         f"(their memory in {keys.memory!r}), but none of this operator's handlers match the object any "

@@ -17,6 +17,7 @@ from kopf_outcomes._kopf.cycle import (
     RETAINED_ONLY,
     Cycle,
     current,
+    discard_unreadable,
     end,
     enter,
     is_parked,
@@ -134,6 +135,8 @@ class Reactions:
                 if cycle.tracked:
                     parent.own_tracked().update(cycle.tracked)
                 return outcomes
+            if cycle.unreadable and outcomes:
+                discard_unreadable(cycle, cause)
             if cycle.records or cycle.tracked:
                 track(cycle, handlers)
                 refresh(self.plugins, cycle, cause)

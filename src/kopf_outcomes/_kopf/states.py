@@ -5,6 +5,7 @@ its previous conclusion (``woken_by``: see :mod:`kopf_outcomes.wakeups`).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kopf_outcomes import engine, wakeups
@@ -18,15 +19,27 @@ if TYPE_CHECKING:
     from kopf_outcomes._kopf.cycle import Cycle
 
 
-def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False) -> str:
+_CURRENT: Any = object()  # the scope the handler's options give now
+
+
+def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False,
+           depends_on: Sequence[str] | None = _CURRENT) -> str:
     """The digest of the state the handler depends on; ``patched``: of the object as this cycle's
-    pending patch will leave it (what is remembered), else as it is now (what is compared)."""
+    pending patch will leave it (what is remembered), else as it is now (what is compared);
+    ``depends_on``: in that scope instead of the options' (a record's, written before an upgrade)."""
     body = raw_body_of(cause)
-    return hashed(state_of(plugins, cycle, handler, cause, patched=patched)) if body is not None else ""
+    return hashed(state_of(plugins, cycle, handler, cause, patched=patched, depends_on=depends_on)) \
+        if body is not None else ""
+
+
+def scope_of(plugins: PluginManager, handler: Handler, cause: Cause) -> list[str] | None:
+    """The ``depends_on`` of the handler now, as a record stores it (None: the default scope)."""
+    depends_on = options_of(plugins, handler, cause).depends_on
+    return list(depends_on) if depends_on is not None else None
 
 
 def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *,
-             patched: bool = False) -> dict[str, Any]:
+             patched: bool = False, depends_on: Sequence[str] | None = _CURRENT) -> dict[str, Any]:
     """The state the handler depends on (see :func:`digest`)."""
     body = raw_body_of(cause)
     if body is None:
@@ -34,7 +47,8 @@ def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
     options = options_of(plugins, handler, cause)
     results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
     owned = engine.owned_fields(plugins, cause.logger)
-    return state(body, depends_on=options.depends_on, excluded=[*results, *cycle.writes.fields, *owned],
+    scope = options.depends_on if depends_on is _CURRENT else depends_on
+    return state(body, depends_on=scope, excluded=[*results, *cycle.writes.fields, *owned],
                  excluded_prefixes=cycle.writes.prefixes, ignore=options.ignore or (),
                  patch=getattr(cause, "patch", None) if patched else None)
 

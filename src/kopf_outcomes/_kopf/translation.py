@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
 import kopf
 
 from kopf_outcomes import engine, memory, wakeups
 from kopf_outcomes._kopf import deadlines, dependents
-from kopf_outcomes._kopf.cycle import Cycle
+from kopf_outcomes._kopf.cycle import Cycle, memory_of
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
@@ -179,7 +179,14 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         handler_id = str(handler.id)
         taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
-        if stored in ("pending", "retained") or run.options.remember:
+        # The record survives a Retry (or an error) about the state it was about: the handler acted on it.
+        known = memory_of(plugins, cycle, handler, cause) if run.previous is not None or stored in _KEPT \
+            or run.options.remember else None
+        if stored in _KEPT or run.options.remember or (
+                stored == "retry" and known is not None and known.acted_on_this_state):
+            assert known is not None  # computed for each of these
+            if stored == "retained" and (run.previous is None or run.previous["outcome"] != "retained"):
+                ignore_leftover_release(turn, body, patch)
             woke = woken_by(plugins, cycle, handler, cause, run.previous)
             new = memory.record(run.previous, digest=remembered(plugins, cycle, handler, cause),
                                 outcome=stored,
@@ -188,7 +195,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None,
                                 objects=taken[1] if taken is not None else None,
                                 woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
-                                deadline=getattr(result.exception, "deadline", None))
+                                deadline=getattr(result.exception, "deadline", None),
+                                uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
                     new["outcome"], new["reason"]):
                 hint = wakeups.fruitless(handler_id, woke)
@@ -208,6 +216,21 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.own_quiet().add(handler_id)  # the same conclusion about the same state: no need to store
     return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result) if plugins.observed else result
+
+
+_KEPT = frozenset({"pending", "retained"})
+
+
+def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableMapping[str, Any]) -> None:
+    """A release annotation that names a handler (or ``*``) as it becomes retained was set before
+    this retention: it answers an earlier one, or none. It releases nothing, and goes in this PATCH."""
+    keys, handler = turn.cycle.keys, turn.handler
+    if not memory.release_requested(body, str(handler.id), keys):
+        return
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
+    memory.consume_release(body, patch, keys)
+    turn.cause.logger.warning(f"Ignored the release annotation {keys.release}={value!r}: it was set before {handler} "
+                              f"was retained, so it answers no retention of it. Set it again to release this one.")
 
 
 # Hints about the operator's code, not about an object: logged, never posted as an Event.

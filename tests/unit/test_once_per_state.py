@@ -1,0 +1,247 @@
+"""
+Once per state, through Kopf's real processing of one object's events (:mod:`.one_object`):
+``acted_on_this_state`` and the idempotency key depend on the state the handler acted on, and on
+nothing the handler, Kopf, another operator or an upgrade writes; a record is the object's (its
+uid); a release answers one retention; an unreadable memory holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kopf
+import pytest
+
+import kopf_outcomes
+from kopf_outcomes import Fatal, Outcome, Pending, Retry
+from kopf_outcomes.memory import DEFAULT_KEYS
+from tests.unit.one_object import Operator, Server, server
+
+__all__ = ["server"]
+
+RESOURCE = ("kopf.dev", "v1", "kopfexamples")
+Seen = list[tuple[bool, str]]  # per run: acted_on_this_state, idempotency_key
+
+
+@pytest.fixture(autouse=True)
+def installed(unpatched: None) -> Iterator[None]:
+    kopf_outcomes.install(entry_points=False, events=False)
+    yield
+
+
+def waiting(seen: Seen, then: Callable[[int, kopf.Patch], Outcome] | None = None) -> Callable[..., Outcome]:
+    """A handler that recalls its memory, starts its side effect where it did not act yet, and
+    waits with a recheck (``then`` may decide otherwise, by the run's number)."""
+    def fn(patch: kopf.Patch, **_: Any) -> Outcome:
+        memory = kopf_outcomes.recall()
+        seen.append((memory.acted_on_this_state, memory.idempotency_key))
+        return then(len(seen), patch) if then is not None else Pending("waiting for the callback", recheck=60)
+    return fn
+
+
+def operator(server: Server, *fns: Callable[..., Outcome], **options: Any) -> Operator:
+    registry = kopf.OperatorRegistry()
+    for index, fn in enumerate(fns):
+        kopf.on.delete(*RESOURCE, registry=registry, id=f"h{index}" if len(fns) > 1 else "h", **options)(fn)
+    return Operator(server, registry)
+
+
+# --- 1. a Retry or an error keeps what the handler acted on -------------------------------------
+
+FAILURES: dict[str, Callable[[], Outcome]] = {
+    "Retry": lambda: Retry("the callback's service is down", delay=1),
+    "TemporaryError": lambda: (_ for _ in ()).throw(kopf.TemporaryError("down", delay=1)),
+    "an exception": lambda: (_ for _ in ()).throw(RuntimeError("down")),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+async def test_a_retry_or_an_error_after_a_pending_keeps_the_record_of_the_state_it_acted_on(
+        server: Server, failure: str) -> None:
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        return FAILURES[failure]() if run == 2 else Pending("waiting for the callback", recheck=60)
+
+    op = operator(server, waiting(seen, then), backoff=1)
+    await op.event()  # Pending: it started the side effect
+    server.age(61)
+    await op.event()  # the recheck, on the same state: it fails
+    server.age(61)
+    await op.event()  # the retry, on the same state
+    assert [acted for acted, _ in seen] == [False, True, True]
+    assert len({key for _, key in seen}) == 1
+    assert not server.finalized
+
+
+async def test_a_retry_on_a_changed_state_remembers_nothing_about_the_new_one(server: Server) -> None:
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        return Retry("down", delay=1) if run == 2 else Pending("waiting for the callback")
+
+    op = operator(server, waiting(seen, then))
+    await op.event()
+    server.body["spec"] = {"size": 2}  # a person's change wakes it: a state no conclusion was about
+    await op.event()
+    server.age(61)
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False, False]
+    assert seen[1][1] == seen[2][1] != seen[0][1]  # the new state's key, the same on its retry
+
+
+# --- 2. the handler's own write keeps its key --------------------------------------------------
+
+async def test_the_handlers_own_write_through_kopfs_patch_keeps_its_key(server: Server) -> None:
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": run}
+        return Retry("down", delay=1) if run == 3 else Pending("waiting for the callback", recheck=60)
+
+    op = operator(server, waiting(seen, then))
+    await op.event()
+    assert server.body["status"]["deletion"] == {"requested": 1}  # its write landed with the memory
+    server.age(61)
+    await op.event()  # a recheck: the state is the one it acted on, with its own write
+    server.age(61)
+    await op.event()  # it writes and fails
+    server.age(61)
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, True, True, True]
+    assert len({key for _, key in seen}) == 1
+
+
+# --- 3. an upgrade keeps the key of an unchanged object ----------------------------------------
+
+async def test_an_upgrade_that_changes_depends_on_keeps_the_key_of_an_unchanged_object(server: Server) -> None:
+    seen: Seen = []
+    server.body["spec"] = {"size": 1}
+    before = operator(server, kopf_outcomes.handler_options(depends_on=["spec.size"])(waiting(seen)))
+    await before.event()
+    after = operator(server, waiting(seen))  # the new version: the default scope
+    await after.event()  # a changed digest wakes it once
+    await after.event()
+    assert [acted for acted, _ in seen] == [False, True]
+    assert seen[0][1] == seen[1][1]
+    assert server.records()["h"].get("depends_on") is None  # the record now in the new scope
+
+
+async def test_an_upgrade_that_moves_kopfs_progress_storage_keeps_the_key(server: Server) -> None:
+    seen: Seen = []
+    before = operator(server, waiting(seen))
+    before.settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.my-op.progress")
+    await before.event()
+    assert "progress" in server.body["status"]["my-op"]
+    after = operator(server, waiting(seen))  # Kopf's default storage
+    await after.event()
+    assert len(seen) == 1  # Kopf's progress of it is gone with the move: the memory's grid waits
+    server.age(61)
+    await after.event()
+    assert [acted for acted, _ in seen] == [False, True]
+    assert seen[0][1] == seen[1][1]
+
+
+# --- 4. another operator's bookkeeping ---------------------------------------------------------
+
+async def test_another_operators_bookkeeping_in_status_neither_wakes_it_nor_changes_its_key(server: Server) -> None:
+    seen: Seen = []
+    op = operator(server, waiting(seen))
+    await op.event()
+    status = server.body.setdefault("status", {})
+    status["b-op"] = {"progress": {"other_fn": {"started": "2026-12-04T00:00:00", "retries": 1,
+                                                "delayed": "2026-12-04T00:01:00", "message": "down"}},
+                      "last-handled-configuration": json.dumps({"spec": {}}), "dummy": "2026-12-04T00:00:01"}
+    await op.event()
+    assert len(seen) == 1  # not woken
+    server.age(61)
+    await op.event()  # its recheck
+    assert seen == [(False, seen[0][1]), (True, seen[0][1])]
+
+
+# --- 5. a record belongs to its object ---------------------------------------------------------
+
+async def test_a_restored_object_with_a_new_uid_does_not_inherit_the_record(server: Server) -> None:
+    seen: Seen = []
+    op = operator(server, waiting(seen))
+    await op.event()
+    restored = json.loads(json.dumps(server.body))
+    restored["metadata"]["uid"] = "u2"  # restored from a backup: everything but the uid is the same
+    server.body = restored
+    op.restart()
+    server.age(61)  # its recheck (Kopf's retry, as the restored progress says) is due
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False]
+    assert seen[0][1] != seen[1][1]
+    assert server.records()["h"]["uid"] == "u2"
+
+
+# --- 6. a release answers one retention --------------------------------------------------------
+
+def retaining(runs: list[str], name: str, when: Callable[[dict[str, Any]], bool] = lambda status: True
+              ) -> Callable[..., Outcome]:
+    def fn(status: dict[str, Any], **_: Any) -> Outcome:
+        runs.append(name)
+        if when(status):
+            return Fatal("the external system refused", on_delete="retain")
+        return Pending("waiting for its turn")
+    return fn
+
+
+async def test_a_release_is_consumed_and_releases_no_handler_retained_later(server: Server) -> None:
+    runs: list[str] = []
+    op = operator(server, retaining(runs, "a"), retaining(runs, "b", lambda status: status.get("go") == "yes"))
+    await op.event()  # a retained, b waits
+    server.annotations[DEFAULT_KEYS.release] = "*"  # a person releases what is retained: a
+    await op.event()
+    assert DEFAULT_KEYS.release not in server.annotations  # answered: gone in the same PATCH
+    assert {record["outcome"] for record in server.records().values()} == {"pending"}
+    server.body["status"] = {"go": "yes"}
+    await op.event()  # b retained
+    await op.event()
+    assert server.records()["h1"]["outcome"] == "retained"
+    assert not server.finalized
+
+
+async def test_a_leftover_release_is_ignored_with_a_line_saying_so(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    runs: list[str] = []
+    server.annotations[DEFAULT_KEYS.release] = "h"  # set before anything was retained
+    op = operator(server, retaining(runs, "a"))
+    with caplog.at_level(logging.WARNING):
+        await op.event()
+    await op.event()
+    assert server.records()["h"]["outcome"] == "retained" and not server.finalized
+    assert DEFAULT_KEYS.release not in server.annotations
+    assert any("Ignored the release annotation" in record.message for record in caplog.records)
+    server.annotations[DEFAULT_KEYS.release] = "h"  # now it answers this retention
+    await op.event()
+    assert server.finalized and DEFAULT_KEYS.release not in server.annotations
+
+
+# --- 7. an unreadable memory holds --------------------------------------------------------------
+
+async def test_an_unreadable_memory_holds_an_object_that_left_the_operators_filters(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    seen: Seen = []
+    server.body["metadata"]["labels"] = {"shard": "a"}
+    op = operator(server, waiting(seen), labels={"shard": "a"})
+    await op.event()
+    server.body["metadata"]["labels"] = {"shard": "b"}  # it left the filters mid-deletion
+    server.annotations[DEFAULT_KEYS.memory] = server.annotations[DEFAULT_KEYS.memory][:-1]  # a typo
+    with caplog.at_level(logging.ERROR, "kopf_outcomes"):
+        await op.event()
+    assert not server.finalized
+    errors = [record.message for record in caplog.records if record.levelno == logging.ERROR]
+    assert len(errors) == 1 and "cannot be read" in errors[0] and f"{DEFAULT_KEYS.release}=*" in errors[0]
+
+
+async def test_an_unreadable_memory_of_an_object_whose_handlers_are_done_lets_it_go(server: Server) -> None:
+    server.annotations[DEFAULT_KEYS.memory] = '{"h": {"digest": "d", "outcome": "from-a-newer-version"}}'
+    op = operator(server, lambda **_: None)
+    await op.event()
+    assert server.finalized
+
