@@ -73,6 +73,8 @@ class MemoryRecord(_Conclusion, total=False):
         When this conclusion began (UTC, ISO 8601); kept while the same conclusion holds.
     ``depends_on`` (list[str])
         The fields whose change wakes the handler; absent: the default scope.
+    ``ignore`` (list[str])
+        The fields left out of its state (the ``ignore`` option); absent: none.
     ``parked`` (bool)
         True for a Pending without recheck, or a retained finalizer: it waits for a change.
     ``recheck`` (float)
@@ -93,6 +95,7 @@ class MemoryRecord(_Conclusion, total=False):
 
     since: str
     depends_on: list[str]
+    ignore: list[str]
     parked: bool
     recheck: float
     objects: str
@@ -242,7 +245,11 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("deadline", ""), str)
             and isinstance(record.get("uid", ""), str)
             and isinstance(record.get("key", ""), str)
-            and isinstance(depends_on, list) and all(isinstance(path, str) for path in depends_on))
+            and _paths(depends_on) and _paths(record.get("ignore", [])))
+
+
+def _paths(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(path, str) for path in value)
 
 
 def _woken_by(value: object) -> bool:
@@ -264,7 +271,8 @@ def stored_reason(reason: str) -> str:
 
 
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
-           parked: bool, depends_on: Sequence[str] | None, recheck: float | None = None,
+           parked: bool, depends_on: Sequence[str] | None, ignore: Sequence[str] | None = None,
+           recheck: float | None = None,
            objects: str | None = None, woken_by: list[list[str]] | None = None,
            deadline: str | None = None, uid: str | None = None, key: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
@@ -278,6 +286,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["parked"] = True
     if depends_on is not None:
         new["depends_on"] = list(depends_on)
+    if ignore:
+        new["ignore"] = list(ignore)
     if recheck is not None:
         new["recheck"] = recheck
     if objects is not None:

@@ -117,17 +117,19 @@ async def test_the_handlers_own_write_through_kopfs_patch_keeps_its_key(server: 
 
 # --- 3. an upgrade keeps the key of an unchanged object ----------------------------------------
 
-async def test_an_upgrade_that_changes_depends_on_keeps_the_key_of_an_unchanged_object(server: Server) -> None:
+@pytest.mark.parametrize("scope", [{"depends_on": ["spec.size"]}, {"ignore": ["status.phase"]}])
+async def test_an_upgrade_that_changes_the_scope_keeps_the_key_of_an_unchanged_object(
+        server: Server, scope: dict[str, list[str]]) -> None:
     seen: Seen = []
-    server.body["spec"] = {"size": 1}
-    before = operator(server, kopf_outcomes.handler_options(depends_on=["spec.size"])(waiting(seen)))
+    server.body.update(spec={"size": 1}, status={"phase": "Terminating"})
+    before = operator(server, kopf_outcomes.handler_options(**scope)(waiting(seen)))  # type: ignore[arg-type]
     await before.event()
     after = operator(server, waiting(seen))  # the new version: the default scope
     await after.event()  # a changed digest wakes it once
     await after.event()
     assert [acted for acted, _ in seen] == [False, True]
     assert seen[0][1] == seen[1][1]
-    assert server.records()["h"].get("depends_on") is None  # the record now in the new scope
+    assert not {"depends_on", "ignore"} & set(server.records()["h"])  # the record now in the new scope
 
 
 async def test_an_upgrade_that_moves_kopfs_progress_storage_keeps_the_key(server: Server) -> None:

@@ -39,7 +39,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
-from kopf_outcomes._kopf.states import digest, remembered, scope_of
+from kopf_outcomes._kopf.states import digest, recorded_scope, remembered, scope_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
@@ -378,7 +378,7 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
     """
     The handler's memory in this run: its record, whether that was about the state it sees now, and
     the idempotency key. The key is the one the record carries while the state is the one it acted
-    on (so the handler's own writes, Kopf's and an upgrade's change of ``depends_on`` keep it), else
+    on (so the handler's own writes, Kopf's and an upgrade's change of its scope keep it), else
     made from the state as the run sees it (before this cycle's patch): ``recall()`` and the record
     the run then writes agree.
     """
@@ -387,10 +387,10 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or EMPTY).get("uid", ""))
     previous = cycle.records.get(handler_id)
-    scope = previous.get("depends_on") if previous is not None else None
+    scope = recorded_scope(previous) if previous is not None else None
     rescoped = None
-    if previous is not None and scope != scope_of(plugins, handler, cause):  # an upgrade changed it
-        rescoped = digest(plugins, cycle, handler, cause, depends_on=scope)
+    if scope is not None and scope != scope_of(plugins, handler, cause):  # an upgrade changed it
+        rescoped = digest(plugins, cycle, handler, cause, scope=scope)
     taken = cycle.objects.get(handler_id)
     if taken is None:
         found = Memory(previous=previous, digest=state_digest,

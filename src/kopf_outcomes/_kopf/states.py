@@ -5,8 +5,7 @@ its previous conclusion (``woken_by``: see :mod:`kopf_outcomes.wakeups`).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kopf_outcomes import engine, wakeups
 from kopf_outcomes._kopf.internals import Cause, Handler, raw_body_of
@@ -19,27 +18,36 @@ if TYPE_CHECKING:
     from kopf_outcomes._kopf.cycle import Cycle
 
 
-_CURRENT: Any = object()  # the scope the handler's options give now
+class Scope(NamedTuple):
+    """What a handler's state is made of, as a record stores it: its ``depends_on`` (None: the
+    default scope) and its ``ignore``."""
+
+    depends_on: list[str] | None
+    ignore: list[str]
 
 
 def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False,
-           depends_on: Sequence[str] | None = _CURRENT) -> str:
+           scope: Scope | None = None) -> str:
     """The digest of the state the handler depends on; ``patched``: of the object as this cycle's
     pending patch will leave it (what is remembered), else as it is now (what is compared);
-    ``depends_on``: in that scope instead of the options' (a record's, written before an upgrade)."""
+    ``scope``: in that scope instead of the options' (a record's, written before an upgrade)."""
     body = raw_body_of(cause)
-    return hashed(state_of(plugins, cycle, handler, cause, patched=patched, depends_on=depends_on)) \
-        if body is not None else ""
+    return hashed(state_of(plugins, cycle, handler, cause, patched=patched, scope=scope)) if body is not None else ""
 
 
-def scope_of(plugins: PluginManager, handler: Handler, cause: Cause) -> list[str] | None:
-    """The ``depends_on`` of the handler now, as a record stores it (None: the default scope)."""
-    depends_on = options_of(plugins, handler, cause).depends_on
-    return list(depends_on) if depends_on is not None else None
+def scope_of(plugins: PluginManager, handler: Handler, cause: Cause) -> Scope:
+    """The handler's scope now, as a record stores it."""
+    options = options_of(plugins, handler, cause)
+    return Scope(list(options.depends_on) if options.depends_on is not None else None, list(options.ignore or ()))
+
+
+def recorded_scope(record: MemoryRecord) -> Scope:
+    """The scope a record was concluded in."""
+    return Scope(record.get("depends_on"), record.get("ignore", []))
 
 
 def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *,
-             patched: bool = False, depends_on: Sequence[str] | None = _CURRENT) -> dict[str, Any]:
+             patched: bool = False, scope: Scope | None = None) -> dict[str, Any]:
     """The state the handler depends on (see :func:`digest`)."""
     body = raw_body_of(cause)
     if body is None:
@@ -47,9 +55,9 @@ def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
     options = options_of(plugins, handler, cause)
     results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
     owned = engine.owned_fields(plugins, cause.logger)
-    scope = options.depends_on if depends_on is _CURRENT else depends_on
-    return state(body, depends_on=scope, excluded=[*results, *cycle.writes.fields, *owned],
-                 excluded_prefixes=cycle.writes.prefixes, ignore=options.ignore or (),
+    depends_on, ignore = (options.depends_on, options.ignore or ()) if scope is None else scope
+    return state(body, depends_on=depends_on, excluded=[*results, *cycle.writes.fields, *owned],
+                 excluded_prefixes=cycle.writes.prefixes, ignore=ignore,
                  patch=getattr(cause, "patch", None) if patched else None)
 
 

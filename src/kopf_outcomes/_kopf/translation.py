@@ -192,6 +192,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
+                                ignore=run.options.ignore,
                                 recheck=outcome.recheck if isinstance(outcome, Pending) else None,
                                 objects=taken[1] if taken is not None else None,
                                 woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),

@@ -1,0 +1,72 @@
+"""Once per state on the real API server (the status a subresource: Kopf's own write of it is a
+PATCH of its own): the handler's own writes keep its key; a release answers one retention."""
+from __future__ import annotations
+
+import asyncio
+import re
+
+from kopf_outcomes.memory import RELEASE_ANNOTATION
+from tests.e2e.conftest import eventually, get_example
+from tests.e2e.test_outcomes import finalized, gone, start_deleting
+
+OPERATOR = "tests/e2e/operators/once_operator.py"
+MERGE = "application/merge-patch+json"
+RUN = re.compile(r"run (\d+): acted=(True|False) key=(\w+)")
+
+
+async def annotate(objects, namespace: str, name: str, value: str | None) -> None:
+    await objects.patch_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", name,
+                                                 {"metadata": {"annotations": {RELEASE_ANNOTATION: value}}},
+                                                 _content_type=MERGE)
+
+
+async def annotations(objects, namespace: str, name: str) -> dict[str, str]:
+    body = await get_example(objects, namespace, name)
+    return (body or {}).get("metadata", {}).get("annotations") or {}
+
+
+async def test_the_handlers_own_status_writes_and_a_retry_keep_its_key(objects, namespace, operator):
+    async with operator(OPERATOR) as op:
+        await start_deleting(objects, namespace, "w", {"mode": "writer"})
+        await op.wait_for(lambda r: r.message.startswith("run 4:"), what="four runs", timeout=30)
+        seen = [RUN.match(r.message).groups() for r in op.records(f"{namespace}/w") if RUN.match(r.message)]
+        assert [(run, acted) for run, acted, _ in seen[:4]] == [
+            ("1", "False"), ("2", "True"), ("3", "True"), ("4", "True")], seen
+        assert len({key for _, _, key in seen}) == 1, seen  # its own writes, and a Retry, kept it
+        body = await get_example(objects, namespace, "w")
+        assert body["status"]["deletion"]["run"] >= 4  # the writes landed, in the status subresource
+
+
+async def test_a_release_answers_one_retention(objects, namespace, operator):
+    async with operator(OPERATOR) as op:
+        await start_deleting(objects, namespace, "r", {"mode": "retained"})
+        await op.wait_for(lambda r: "Handler 'a_fn' failed permanently" in r.message, what="a_fn retained")
+        await op.wait_for(lambda r: "Handler 'b_fn' is pending" in r.message, what="b_fn waiting")
+        await annotate(objects, namespace, "r", "*")  # release what is retained now: a_fn
+        await op.wait_for(lambda r: "Handler 'a_fn' is released" in r.message, what="a_fn released")
+        async def consumed() -> bool:
+            return RELEASE_ANNOTATION not in await annotations(objects, namespace, "r")
+        await eventually(consumed, what="the release removed in the releasing PATCH")
+
+        await objects.patch_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "r",
+                                                     {"spec": {"go": True}}, _content_type=MERGE)
+        await op.wait_for(lambda r: "Handler 'b_fn' failed permanently" in r.message, what="b_fn retained")
+        await asyncio.sleep(2)  # events of the retention's own write come and go
+        assert await finalized(objects, namespace, "r")  # the '*' answered a_fn's retention only
+
+        await annotate(objects, namespace, "r", "b_fn")
+        await eventually(lambda: gone(objects, namespace, "r"), what="the object to go")
+
+
+async def test_a_leftover_release_is_ignored_and_said_so(objects, namespace, operator):
+    async with operator(OPERATOR) as op:
+        await start_deleting(objects, namespace, "l", {"mode": "retained"})
+        await op.wait_for(lambda r: "Handler 'b_fn' is pending" in r.message, what="b_fn waiting")
+        await annotate(objects, namespace, "l", "b_fn")  # before b_fn is retained: answers nothing of it
+        await objects.patch_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "l",
+                                                     {"spec": {"go": True}}, _content_type=MERGE)
+        await op.wait_for(lambda r: "Ignored the release annotation" in r.message and "b_fn" in r.message,
+                          what="the leftover ignored")
+        await asyncio.sleep(2)
+        assert await finalized(objects, namespace, "l")
+        assert RELEASE_ANNOTATION not in await annotations(objects, namespace, "l")
