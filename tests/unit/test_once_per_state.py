@@ -247,3 +247,37 @@ async def test_an_unreadable_memory_of_an_object_whose_handlers_are_done_lets_it
     await op.event()
     assert server.finalized
 
+
+
+# --- what the record does not survive -----------------------------------------------------------
+
+async def test_success_ends_the_record(server: Server) -> None:
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        return kopf_outcomes.Success() if run == 2 else Pending("waiting for the callback")
+
+    op = operator(server, waiting(seen, then))
+    await op.event()
+    server.body["status"] = {"callback": "done"}
+    await op.event()
+    assert server.finalized and server.records() == {}
+
+
+@pytest.mark.parametrize("writes", [False, True])
+async def test_a_lost_memory_keys_the_state_as_it_is_now(server: Server, writes: bool) -> None:
+    """A person removed the memory: the run Kopf's parked mark brings knows nothing of what it did.
+    Its key is the first one again, unless its own writes changed the state: then they are part of it."""
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        if writes:
+            patch.status["deletion"] = {"requested": True}
+        return Pending("waiting for the callback")
+
+    op = operator(server, waiting(seen, then))
+    await op.event()
+    del server.annotations[DEFAULT_KEYS.memory]
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False]
+    assert (seen[0][1] != seen[1][1]) is writes
