@@ -7,7 +7,8 @@ own credentials through. At a seeded rate, a PATCH is answered with a fault inst
 connection, a stall before it goes through, a reset after it was applied (the answer is lost), or
 a 429/500/503/409 (a 409 with a real concurrent write of the object, as a conflict has). Watch
 streams pass through, and some are broken off after a while.
-A test may also aim a fault at the next PATCH of a named object (``forced``).
+A test may also aim a fault at the next PATCH of a named object (``forced``), or act the moment the
+API server has applied a PATCH, before the operator hears of it (``on_applied``: a kill there).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import json
 import random
 import ssl
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -37,6 +39,7 @@ class FaultProxy:
         self.stall = stall
         self.counts: Counter[str] = Counter()
         self.forced: dict[str, str] = {}  # object name -> the fault for its next PATCH
+        self.on_applied: Callable[[str, bytes], None] | None = None  # (path, body) of an applied PATCH
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -115,7 +118,10 @@ class FaultProxy:
                 await upstream.read()  # applied by the API server; the operator never learns it
                 return _reset(request)
             if not watch:
-                return web.Response(status=upstream.status, headers=response_headers, body=await upstream.read())
+                answer = await upstream.read()
+                if request.method == "PATCH" and self.on_applied is not None:
+                    self.on_applied(request.path, body)
+                return web.Response(status=upstream.status, headers=response_headers, body=answer)
             response = web.StreamResponse(status=upstream.status, headers=response_headers)
             await response.prepare(request)
             lifetime = self.rng.uniform(1.0, 10.0) if self.rng.random() < self.watch_break_rate else None

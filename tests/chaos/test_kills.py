@@ -11,9 +11,13 @@ import time
 
 import pytest
 
+from kopf_outcomes.memory import MEMORY_ANNOTATION
+from kopf_outcomes_testing.process import OperatorProcess
 from tests.chaos.external import ExternalSystem, Start
+from tests.chaos.fault_proxy import FaultProxy
 from tests.chaos.helpers import (
     QUICK,
+    ROOT,
     create,
     delete,
     seed,
@@ -93,6 +97,64 @@ async def test_sigkills_mid_deletion(status_write, objects, namespace, operator,
     # The status-write variant's subject is the handler's own write across kills, not the callbacks.
     assert figures["aimed_kills"] >= 1 and (status_write or figures["callbacks_while_down"] >= 1), \
         "the chaos did not happen"
+    assert report.early_releases == []
+    assert report.stuck == []
+    assert report.operator_exits == []
+    assert report.extra["objects_not_started_exactly_once_by_key_main"] == []
+
+
+async def test_sigkills_between_the_memory_write_and_the_handlers_own_write(
+        cluster, objects, namespace, report, tmp_path):
+    """The status is a subresource: Kopf PATCHes the object (its progress and the memory) and then its
+    status (the handler's own write, ``CHAOS_STATUS_WRITE``). A kill aimed between the two, once per
+    object (through the proxy, the moment the API server applied the first): the memory is about the
+    state with the own write, which never landed. The next run starts again, under the one key."""
+    report.scenario, report.seed = "kills-between-memory-and-own-write" + ("-quick" if QUICK else ""), seed()
+    names = [f"w{i}" for i in range(4 if QUICK else 10)]
+    report.objects = len(names)
+    proxy = FaultProxy(cluster.server, cluster.ca_path, random.Random(report.seed), patch_rate=0, watch_break_rate=0)
+    system = ExternalSystem()
+    killed: set[str] = set()
+    async with system as url, proxy:
+        kubeconfig = proxy.kubeconfig(tmp_path / "proxy.kubeconfig", cluster.admin_token)
+        ops = Operators(lambda: OperatorProcess(ROOT / OPERATOR, namespace, kubeconfig=str(kubeconfig), cwd=ROOT,
+                                                env={"EXTERNAL_SYSTEM_URL": url, "CHAOS_STATUS_WRITE": "1"}))
+
+        def between(path: str, body: bytes) -> None:  # the object's PATCH applied; its status PATCH next
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            if name in names and name not in killed and MEMORY_ANNOTATION.encode() in body and ops.up:
+                killed.add(name)
+                ops.kill()
+
+        try:
+            await ops.start()
+            await create(objects, namespace, names)
+            assert await wait_finalized(objects, namespace, names), "finalizers were not added"
+            proxy.on_applied = between
+            await delete(objects, namespace, names)
+            deadline = time.monotonic() + (60 if QUICK else 180)
+            while len(killed) < len(names) and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                if not ops.up:
+                    await ops.start()
+            proxy.on_applied = None
+            if not ops.up:
+                await ops.start()
+            assert await wait_until(lambda: all(system.started(n) for n in names), timeout=60), "not all started"
+            await report.check_held(objects, namespace, names)
+            for name in names:
+                await report.call_back(objects, namespace, name)
+            await report.settle(objects, namespace, names)
+            ops.check()
+        finally:
+            ops.stop()
+    report.operator_exits = ops.unexpected_exits
+    report.extra.update(kills_between=len(killed), kills=ops.kills, operator_starts=len(ops.all))
+    starts_figures(report, system, names)
+    report.evidence(ops, namespace)
+    report.write()
+
+    assert killed == set(names), "the chaos did not happen"
     assert report.early_releases == []
     assert report.stuck == []
     assert report.operator_exits == []
