@@ -50,12 +50,14 @@ def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
     raw = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.memory)
     if not raw:
         return []
+    registry = operator_registry.get()
+    ids = deletion_ids(registry) if registry is not None else None  # unknown: every record counts
+    if ids is not None and not ids:
+        return []  # the operator has no deletion handler left: no record could be one's
     try:
         records = memory.own(memory.parse(raw), body)
     except ValueError:
         return [] if memory.release_requested(body, UNREADABLE, keys) else [UNREADABLE]
-    registry = operator_registry.get()
-    ids = deletion_ids(registry) if registry is not None else None  # unknown: every record counts
     return sorted(handler_id for handler_id, record in records.items()
                   if record["outcome"] in WAITING
                   and (ids is None or handler_id.split("/", 1)[0] in ids)

@@ -182,9 +182,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         # The record survives a Retry (or an error) about the state it was about: the handler acted on it.
         known = memory_of(plugins, cycle, handler, cause) if run.previous is not None or stored in _KEPT \
             or run.options.remember else None
-        if stored in _KEPT or run.options.remember or (
-                stored == "retry" and known is not None and known.acted_on_this_state):
-            assert known is not None  # computed for each of these
+        if known is not None and (stored in _KEPT or run.options.remember
+                                  or (stored == "retry" and known.acted_on_this_state)):
             if stored == "retained" and (run.previous is None or run.previous["outcome"] != "retained"):
                 ignore_leftover_release(turn, body, patch)
             woke = woken_by(plugins, cycle, handler, cause, run.previous)
