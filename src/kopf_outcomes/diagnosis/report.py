@@ -22,8 +22,8 @@ _logger = logging.getLogger("kopf_outcomes.diagnosis")
 
 def records(body: Mapping[str, Any], finalizer: str = KOPF_FINALIZER) -> dict[str, dict[str, Any]]:
     """The operator's memory of the object (its keys derive from its finalizer) — read only
-    through kopf_outcomes.memory, whose format is its own."""
-    found = memory.read(body, _logger, memory.keys_for(finalizer))
+    through kopf_outcomes.memory, whose format is its own; a record written for another uid is not the object's."""
+    found = memory.own(memory.read(body, _logger, memory.keys_for(finalizer)), body)
     return {handler_id: dict(record) for handler_id, record in found.items()}
 
 
