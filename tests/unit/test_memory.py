@@ -80,10 +80,14 @@ def test_digest_ignores_key_order() -> None:
         annotated(**{"notkopf.zalando.org/x": "lookalike of Kopf's prefix"}),
         body_with(status={"deletion": "done"}),
         body_with(status={"deletion": "requested", "conditions": []}),
+        body_with(status={"deletion": "requested", "build": {"progress": 50}}),
+        body_with(status={"deletion": "requested", "build": {"progress": {"step": {"done": 3}}}}),
+        body_with(status={"deletion": "requested", "build": {"dummy": "x"}}),
     ],
     ids=[
         "spec-value", "spec-key", "spec-type", "label-value", "labels-emptied", "foreign-annotation",
         "new-annotation", "unprefixed-annotation", "lookalike-prefix", "status-value", "status-key",
+        "a-progress-of-its-own", "a-progress-not-kopfs-records", "a-dummy-alone",
     ],
 )
 def test_digest_differs_for_relevant_changes(changed: dict[str, Any]) -> None:
@@ -108,12 +112,15 @@ def test_digest_differs_for_relevant_changes(changed: dict[str, Any]) -> None:
         annotated(**{"outcomes.kopf.zalando.org/anything": "x"}),
         annotated(**{"example.net/kopf-managed": "yes", "example.net/delete_fn": "{}"}),
         body_with(status={"deletion": "requested", "kopf": {"progress": {"h": {"retries": 1}}}}),
+        body_with(status={"deletion": "requested", "b-op": {"progress": {"h": {"started": "t", "retries": 1}},
+                                                            "dummy": "t"}}),
+        body_with(status={"deletion": "requested", "b-op": {"last-handled-configuration": '{"spec":{}}'}}),
     ],
     ids=[
         "metadata-bookkeeping", "finalizers", "deletion-timestamp", "kind", "kopf-diffbase",
         "kopf-dummy", "kopf-progress", "other-kopf-operator", "nested-kopf-prefix",
         "kubectl-last-applied", "our-memory", "our-release", "our-prefix", "kopf-managed-prefix",
-        "status-kopf",
+        "status-kopf", "another-operators-status-progress", "another-operators-status-diffbase",
     ],
 )
 def test_digest_ignores_what_operators_write(changed: dict[str, Any]) -> None:
