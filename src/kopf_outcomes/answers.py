@@ -1,12 +1,12 @@
 """
-Answers of the wrong type, and whose they are: pluggy returns a hook's answers without saying
-which plugin gave which, and the check of their types runs in the manager's or the engine's own
-frame, where no plugin's code is to be found. Only after a wrong answer was seen, the
-implementations are asked again one by one, to name the one that gave it.
+What plugins' answers must look like, and whose a wrong one is: pluggy returns a first-result
+hook's answer without saying which plugin gave it, and the check of its type runs in the engine's
+own frame, where no plugin's code is to be found. Only after a wrong answer was seen, the
+implementations are asked again one by one, to name the one that gives it. (The informing hooks
+are asked one plugin at a time in the first place: :meth:`PluginManager.answers`.)
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pluggy
@@ -14,13 +14,7 @@ import pluggy
 from kopf_outcomes import builtin
 from kopf_outcomes.options import HandlerOptions
 
-
-class WrongAnswerError(TypeError):
-    """A plugin's hook answered with a value of the wrong type; ``culprit`` names the plugin."""
-
-    def __init__(self, culprit: str, message: str) -> None:
-        super().__init__(message)
-        self.culprit = culprit
+UNKNOWN = "unknown plugin"
 
 
 def not_options(answer: object) -> bool:
@@ -41,37 +35,20 @@ def not_field_paths(answer: object) -> bool:
     return not isinstance(as_list, list) or not all(isinstance(field, str) for field in as_list)
 
 
-def wrong_answerer(plugins: pluggy.PluginManager, hook_name: str, wrong: Callable[[object], bool],
-                   **kwargs: object) -> str:
+def first_answerer(plugins: pluggy.PluginManager, hook_name: str, wrong: object, **kwargs: object) -> str:
     """
-    The plugins whose implementation of an informing hook (cached, called once) answers
-    wrongly: only after a wrong answer was seen, each implementation is asked again on its own.
-    If none answers wrongly again, every plugin implementing the hook is named.
-    """
-    impls = [impl for impl in getattr(plugins.hook, hook_name).get_hookimpls() if impl.plugin is not builtin]
-    names = []
-    for impl in impls:
-        try:
-            if wrong(impl.function(*[kwargs[name] for name in impl.argnames])):
-                names.append(plugins.get_name(impl.plugin) or "?")
-        except Exception:  # one that raises now is not the one that answered wrongly: go on
-            continue
-    return " or ".join(names or [plugins.get_name(impl.plugin) or "?" for impl in impls]) or "unknown plugin"
-
-
-def first_answerer(plugins: pluggy.PluginManager, hook_name: str, **kwargs: object) -> str:
-    """
-    The plugin whose answer a first-result hook returned: the first, in pluggy's order, that
-    answers something other than None when asked again on its own. If none does so again, every
-    plugin implementing the hook is named.
+    The plugin whose ``wrong`` answer a first-result hook returned: the first, in pluggy's order,
+    that answers a value of the same type when asked again on its own. One that answers well (or
+    None) now is not blamed for another's answer: if none answers so again, the plugin is unknown.
     """
     impls = [impl for impl in getattr(plugins.hook, hook_name).get_hookimpls() if impl.plugin is not builtin]
     for impl in reversed(impls):  # pluggy calls them back to front
         if impl.wrapper or impl.hookwrapper:
             continue  # a wrapper passes the answer on; it is not the one that gave it
         try:
-            if impl.function(*[kwargs[name] for name in impl.argnames]) is not None:
-                return plugins.get_name(impl.plugin) or "?"
+            again = impl.function(*[kwargs[name] for name in impl.argnames])
         except Exception:  # one that raises now did not answer then: go on
             continue
-    return " or ".join(plugins.get_name(impl.plugin) or "?" for impl in impls) or "unknown plugin"
+        if again is not None:
+            return plugins.get_name(impl.plugin) or "?" if type(again) is type(wrong) else UNKNOWN
+    return UNKNOWN

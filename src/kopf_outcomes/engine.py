@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kopf_outcomes import answers, builtin, paths
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, attached_options
+from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, UnreadOptions, attached_options, unread
 from kopf_outcomes.outcomes import Outcome, Retry
 from kopf_outcomes.runs import Decision, HandlerRun, ResourceRef
 
@@ -211,22 +211,35 @@ def _kept(metadata: object) -> object:
 
 def options(plugins: PluginManager, fn: object, handler_id: str, resource: ResourceRef | None,
             logger: logging.Logger | logging.LoggerAdapter[Any]) -> HandlerOptions:
-    """A handler's own options merged with the plugins'; a failing plugin adds none of its own."""
+    """A handler's own options merged with the plugins'. A failing plugin adds none of its own,
+    and only its own are missing: the options are then :class:`UnreadOptions`, which hold a
+    deletion's finalizer (:mod:`kopf_outcomes.finalizer`); it is named at ERROR once per cycle."""
     own = attached_options(fn)
     if not plugins.provides_options:  # the hot path: no policy, no options plugin
         return own if own is not None else NO_OPTIONS
-    from_plugins = guarded(plugins, logger, "kopf_outcomes_handler_options",
-                           lambda: plugins.options(handler_id, resource), NO_OPTIONS)
+    from_plugins = plugins.options(handler_id, resource)
+    if isinstance(from_plugins, UnreadOptions):
+        if plugins.unread_told.get((handler_id, resource)) is not logger:  # Kopf's logger is the cycle's
+            plugins.unread_told[(handler_id, resource)] = logger
+            for failure in from_plugins.failures:
+                logger.error(f"{failure}; its options are left out (the other plugins' and the policy's "
+                             f"apply), and a deletion handler's finalizer is held until it answers. Fix "
+                             f"the plugin, or disable it (KOPF_OUTCOMES_DISABLE_PLUGINS).")
+        return unread(own.merged(from_plugins), from_plugins.failures) if own is not None else from_plugins
+    if plugins.unread_told:
+        plugins.unread_told.pop((handler_id, resource), None)
     return own.merged(from_plugins) if own is not None else from_plugins
 
 
 def owned_fields(plugins: PluginManager,
                  logger: logging.Logger | logging.LoggerAdapter[Any]) -> tuple[tuple[str, ...], ...]:
-    """The field paths plugins name as theirs (a failing plugin is logged, and names none): the
-    same in every process, so digests compare across restarts. What observers write unnamed in a
-    cycle is in the digest remembered by that cycle (of the object as patched)."""
-    nothing: tuple[str, ...] = ()
-    named = guarded(plugins, logger, "kopf_outcomes_owned_fields", plugins.owned_fields, nothing)
+    """The field paths plugins name as theirs (a failing plugin is logged, and names none; the
+    others' stand): the same in every process, so digests compare across restarts. What observers
+    write unnamed in a cycle is in the digest remembered by that cycle (of the object as patched)."""
+    failures: list[str] = []
+    named = plugins.owned_fields(failures)
+    for failure in failures:
+        logger.error(f"{failure}; going on without its answer.")
     return tuple(paths.parse(field) for field in named)
 
 
@@ -274,7 +287,7 @@ def _check(plugins: PluginManager, outcome: object, hook_name: str, optional: bo
     """A wrong value comes from no frame of the plugin: for a classification (``arguments``
     given), name the plugin that gave it; else the plugins implementing the hook."""
     if not isinstance(outcome, Outcome) and not (optional and outcome is None):
-        culprit = (answers.first_answerer(plugins, hook_name, **arguments) if arguments
+        culprit = (answers.first_answerer(plugins, hook_name, outcome, **arguments) if arguments
                    else " or ".join(plugins.implementers(hook_name)) or "a plugin")
         raise HookResultError(culprit, f"{hook_name} produced {outcome!r}, expected an Outcome "
                                        f"(Success, Pending, Retry or Fatal)")

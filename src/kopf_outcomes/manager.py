@@ -22,7 +22,7 @@ import pluggy
 
 from kopf_outcomes import answers, builtin, hookspecs, observers, refusals
 from kopf_outcomes.errors import PluginError
-from kopf_outcomes.options import HandlerOptions
+from kopf_outcomes.options import HandlerOptions, unread
 from kopf_outcomes.outcomes import Outcome
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
@@ -45,6 +45,8 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self._options: dict[tuple[str, ResourceRef | None], HandlerOptions] = {}
         self._owned_fields: tuple[str, ...] | None = None
+        # Per handler whose options a plugin failed to give: the logger (Kopf's, one per cycle) told so.
+        self.unread_told: dict[tuple[str, ResourceRef | None], object] = {}
         self._monitored = False  # pluggy's call monitoring (or tracing) sees every hook call
         self.observe_outcome: observers.Observe = self._observe_through_pluggy
         self.register(builtin, name=BUILTIN_NAME)
@@ -174,41 +176,76 @@ class PluginManager(pluggy.PluginManager):
         return undo_monitoring
 
     def options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:
-        """All plugins' options for a handler, merged and cached. May raise: callers contain it."""
+        """
+        All plugins' options for a handler, merged (the first to set a field wins), cached. Never
+        raises: a plugin that raises or answers wrongly is left out, and only that plugin; the
+        others' options (the policy's among them) stand, marked as :class:`UnreadOptions` naming
+        it, and not cached (it may answer well next time).
+        """
         key = (handler_id, resource)
         try:
             return self._options[key]
         except KeyError:
             pass
+        failures: list[str] = []
         merged = HandlerOptions()
-        for answer in self.hook.kopf_outcomes_handler_options(handler_id=handler_id, resource=resource):
-            if not isinstance(answer, HandlerOptions):
-                culprit = answers.wrong_answerer(self, "kopf_outcomes_handler_options", answers.not_options,
-                                                 handler_id=handler_id, resource=resource)
-                raise answers.WrongAnswerError(culprit, f"kopf_outcomes_handler_options returned {answer!r},"
-                                                        f" expected HandlerOptions")
-            merged = merged.merged(answer)
+        for answer in self.answers("kopf_outcomes_handler_options", answers.not_options,
+                                   "HandlerOptions or None", failures, handler_id=handler_id, resource=resource):
+            if answer is not None:
+                merged = merged.merged(cast(HandlerOptions, answer))
+        if failures:
+            return unread(merged, failures)
         self._options[key] = merged
         return merged
 
-    def owned_fields(self) -> tuple[str, ...]:
-        """The field paths plugins write. May raise: callers contain it."""
+    def owned_fields(self, failures: list[str] | None = None) -> tuple[str, ...]:
+        """The field paths plugins write, cached. A plugin that raises or answers wrongly is left
+        out (only it), named in ``failures``, and nothing is cached (it may answer well next time)."""
         if self._owned_fields is None:
-            fields: list[str] = []
-            for answer in map(answers.listed, self.hook.kopf_outcomes_owned_fields()):
-                if answers.not_field_paths(answer):
-                    culprit = answers.wrong_answerer(self, "kopf_outcomes_owned_fields", answers.not_field_paths)
-                    raise answers.WrongAnswerError(culprit, f"kopf_outcomes_owned_fields gave {answer!r},"
-                                                            f" expected field paths such as ['status.conditions']")
-                fields.extend(cast(list[str], answer))
-            self._owned_fields = tuple(fields)
+            failures = failures if failures is not None else []
+            found = self.answers("kopf_outcomes_owned_fields", answers.not_field_paths,
+                                 "field paths such as ['status.conditions']", failures, answers.listed)
+            fields = tuple(field for answer in found for field in cast(list[str], answer))
+            if failures:
+                return fields
+            self._owned_fields = fields
         return self._owned_fields
 
+    def answers(self, hook_name: str, wrong: Callable[[object], bool], expected: str, failures: list[str],
+                shaped: Callable[[object], object] = lambda answer: answer, **kwargs: object) -> list[object]:
+        """
+        An informing hook's answers (each ``shaped``), in pluggy's order, each plugin asked on its
+        own, so that a failure is the failing plugin's alone: it is left out and named in
+        ``failures`` (one line each). Wrappers, or pluggy's call monitoring, need pluggy's own
+        call: the whole call, and only where that fails, each plugin on its own.
+        """
+        caller = getattr(self.hook, hook_name)
+        impls = caller.get_hookimpls()
+        if self._monitored or any(impl.wrapper or impl.hookwrapper for impl in impls):
+            try:
+                found = [shaped(answer) for answer in caller(**kwargs)]
+                if not any(wrong(answer) for answer in found):
+                    return found
+            except BaseException:  # noqa: B036 -- asked again one by one, to name the plugin
+                pass
+        found = []
+        for impl in reversed(impls):  # pluggy's order: the last registered first
+            if impl.wrapper or impl.hookwrapper:
+                continue
+            name = self.get_name(impl.plugin) or "?"
+            try:
+                answer = shaped(impl.function(*[kwargs[argument] for argument in impl.argnames]))
+            except BaseException as e:  # noqa: B036 -- a plugin's fault is contained where it is called
+                failures.append(f"plugin {name!r} failed in {hook_name}: {type(e).__name__}: {e}")
+                continue
+            if wrong(answer):
+                failures.append(f"plugin {name!r} failed in {hook_name}: it answered {answer!r}, expected {expected}")
+                continue
+            found.append(answer)
+        return found
+
     def culprit(self, error: BaseException) -> str:
-        """Name the plugin whose hook implementation raised ``error`` (from its traceback), or
-        that gave the wrong answer a :class:`WrongAnswerError` is about."""
-        if isinstance(error, answers.WrongAnswerError):
-            return error.culprit
+        """Name the plugin whose hook implementation raised ``error`` (from its traceback)."""
         codes: dict[types.CodeType, str] = {}
         for name, plugin in self.list_name_plugin():
             for caller in self.get_hookcallers(plugin) or ():

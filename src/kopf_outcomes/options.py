@@ -67,6 +67,25 @@ class HandlerOptions:
 
 OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(HandlerOptions))
 NO_OPTIONS = HandlerOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class UnreadOptions(HandlerOptions):
+    """
+    Options some plugin failed to give (it raised, or answered wrongly): the others' stand, and
+    the mark says what is missing, so that nothing that a release depends on is read as a default
+    (:mod:`kopf_outcomes.finalizer`). Not an option: :data:`OPTION_NAMES` does not list it.
+    """
+
+    failures: tuple[str, ...] = ()
+
+    def merged(self, fallback: HandlerOptions) -> HandlerOptions:
+        return unread(super().merged(fallback), self.failures)
+
+
+def unread(options: HandlerOptions, failures: Iterable[str]) -> UnreadOptions:
+    """``options``, marked as missing what the ``failures`` (one line each) would have given."""
+    return UnreadOptions(**{name: getattr(options, name) for name in OPTION_NAMES}, failures=tuple(failures))
 # The options that some handler_options() set: one no handler sets is unset for all of them,
 # which every handler run can then know without looking at its function.
 declared: set[str] = set()

@@ -10,6 +10,7 @@ import pytest
 
 from kopf_outcomes import Decision, HandlerOptions, HandlerRun, Outcome, ResourceRef, Success, engine, hookimpl
 from kopf_outcomes.manager import PluginManager as Plugins
+from kopf_outcomes.options import UnreadOptions
 from tests.unit.test_engine import KOPFEXAMPLES, make_run
 
 PAUSE = 0.08  # longer than the slow-hook threshold set below
@@ -131,10 +132,11 @@ def test_a_wrong_typed_options_answer_names_its_plugin(caplog: pytest.LogCapture
     plugins.register(DictOptions(), name="dicty")
     with caplog.at_level(logging.ERROR):
         options = engine.options(plugins, lambda: None, "h", KOPFEXAMPLES, logging.getLogger("test"))
-    assert options == HandlerOptions()  # the fallback: none of the plugins' options
+    assert options.remember is True  # the well-behaved plugin's options stand; only dicty's are left out
+    assert isinstance(options, UnreadOptions) and "dicty" in options.failures[0]
     [error] = logged_errors(caplog)
-    assert error.startswith("plugin 'dicty' failed in kopf_outcomes_handler_options: WrongAnswerError:"), error
-    assert "unknown plugin" not in error
+    assert error.startswith("plugin 'dicty' failed in kopf_outcomes_handler_options: it answered {'remember': True}"), error
+    assert "good" not in error
 
 
 @pytest.mark.parametrize("bad", [BareStringFields, NumberFields])
@@ -143,9 +145,9 @@ def test_a_wrong_typed_owned_fields_answer_names_its_plugin(bad: type, caplog: p
     plugins.register(GoodFields(), name="good")
     plugins.register(bad(), name="oddball")
     with caplog.at_level(logging.ERROR):
-        assert engine.owned_fields(plugins, logging.getLogger("test")) == ()
+        assert engine.owned_fields(plugins, logging.getLogger("test")) == (("status", "conditions"),)  # good's stand
     [error] = logged_errors(caplog)
-    assert error.startswith("plugin 'oddball' failed in kopf_outcomes_owned_fields: WrongAnswerError:"), error
+    assert error.startswith("plugin 'oddball' failed in kopf_outcomes_owned_fields: it answered "), error
 
 
 def test_owned_fields_from_a_generator_are_kept() -> None:

@@ -93,14 +93,21 @@ LISTING_RECHECK = 1.0  # seconds: how often a handler held for a listing under w
 
 class UnknownObjects(tuple):  # type: ignore[type-arg]
     """``recall().objects`` where they cannot be known: reading it in any way raises, so that no
-    handler can take "unknown" for "none" (``if recall().objects:`` included)."""
+    handler can take "unknown" for "none" (``if recall().objects:``, ``== ()``, ``+ ()`` included).
+    Only its ``repr`` answers, to say so in a log line."""
 
     message: str
 
     def _raise(self, *_: object) -> Any:
         raise ObjectsUnknownError(self.message)
 
-    __bool__ = __len__ = __iter__ = __getitem__ = __contains__ = _raise
+    __bool__ = __len__ = __iter__ = __reversed__ = __getitem__ = __contains__ = _raise
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _raise  # type: ignore[assignment]
+    __add__ = __radd__ = __mul__ = __rmul__ = count = index = _raise  # type: ignore[assignment]
+    __hash__ = object.__hash__  # type: ignore[assignment]  # its own: equal to no other tuple
+
+    def __repr__(self) -> str:
+        return f"<unknown objects: {self.message}>"
 
 
 def unknown_objects(kind: Kind, handler: Handler) -> tuple[ObjectRef, ...]:

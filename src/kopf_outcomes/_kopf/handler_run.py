@@ -48,10 +48,11 @@ from kopf_outcomes._kopf.internals import (
     no_extra_context,
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, build, option
+from kopf_outcomes.finalizer import fault
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
-from kopf_outcomes.options import declared
+from kopf_outcomes.options import UnreadOptions, declared
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
 
@@ -215,6 +216,10 @@ class Runs:
         """Stock Kopf decided. Its final failures pass the finalizer guard; sub-handlers that wait
         for us make their parent wait with them; the memory is kept right, observers told."""
         plugins = self.plugins
+        if outcome.final and plugins.provides_options:  # a conclusion that may release: its faults hold
+            held = self.held(cycle, settings, handler, cause, state, outcome)
+            if held is not None:
+                return held
         if outcome.exception is not None:
             waited = self.unstocked(cycle or of(settings, cause, handler), handler, cause, state, settings, outcome)
             if waited is not None:
@@ -246,6 +251,19 @@ class Runs:
             return outcome
         return translation.conclude(self.turn(cycle, handler, cause, state, settings, record),
                                     translation.from_kopf(outcome), outcome)
+
+    def held(self, cycle: Cycle | None, settings: OperatorSettings, handler: Handler, cause: Cause,
+             state: HandlerState, outcome: KopfOutcome) -> KopfOutcome | None:
+        """Kopf's final outcome, held where the release decision finds a fault (the handler's
+        options could not be read: :func:`kopf_outcomes.finalizer.fault`); None: it stands."""
+        options = kopf_runs.options_of(self.plugins, handler, cause)
+        if options.__class__ is not UnreadOptions:
+            return None
+        cycle = cycle or of(settings, cause, handler)
+        turn = self.turn(cycle, handler, cause, state, settings, record_of(cycle, str(handler.id), state))
+        if fault(cycle.kind, turn.run.reason, options) is None:
+            return None
+        return translation.realize(turn, translation.from_kopf(outcome), outcome.subrefs)
 
     def unstocked(self, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState,
                   settings: OperatorSettings, outcome: KopfOutcome) -> KopfOutcome | None:

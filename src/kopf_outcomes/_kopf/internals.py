@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import dataclasses
 import datetime
 import logging
 import os
@@ -51,7 +52,7 @@ misuse.probe(lambda: handler_var.get(None) is not None)
 APIForbiddenError = kopf_api_errors.APIForbiddenError
 
 __all__ = [
-    "APIForbiddenError", "CHANGE", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
+    "APIForbiddenError", "CHANGE", "afresh", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
     "LifeCycleFn", "OperatorSettings", "State", "application",
@@ -259,6 +260,19 @@ def with_outcomes(state: State, outcomes: Mapping[HandlerId, KopfOutcome]) -> St
     """The state as Kopf keeps it after these outcomes (Kopf's own, pure, computation)."""
     final: State = state.with_outcomes(outcomes)  # type: ignore[attr-defined]  # a progression.State
     return final
+
+
+def afresh(state: State, handler: Handler) -> HandlerState:
+    """A finished handler's progress started anew, put in Kopf's state for this cycle (Kopf's
+    ``State`` is rebuilt from it after the cycle, and stored): a handler woken again after it
+    finished is a new run of it, with its own ``retries=`` and ``timeout=``, not the old run's."""
+    old = progress_of(state, handler)
+    basetime = getattr(old, "basetime", None)  # Kopf 1.38+: the loop's time against the wall clock
+    fresh = (HandlerState.from_scratch(basetime=basetime, purpose=old.purpose) if basetime is not None
+             else HandlerState.from_scratch(purpose=old.purpose))  # type: ignore[call-arg,unused-ignore]
+    fresh = dataclasses.replace(fresh, active=old.active, subrefs=old.subrefs, _origin=old._origin)
+    state._states[handler.id] = fresh  # type: ignore[attr-defined]  # a progression.State
+    return fresh
 
 
 def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:

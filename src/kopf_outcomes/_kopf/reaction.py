@@ -32,6 +32,7 @@ from kopf_outcomes._kopf.cycle import (
 from kopf_outcomes._kopf.handler_run import Decided, Runs
 from kopf_outcomes._kopf.internals import (
     CHANGE,
+    afresh,
     SUBHANDLER,
     Cause,
     ErrorsMode,
@@ -87,6 +88,9 @@ class Reactions:
             if self.plugins.observes_objects and cycle.kind is CHANGE:
                 observe_object(self.plugins, cycle, handlers, cause, state)
             todo, woken, waiting, waits = select(self.plugins, cycle, handlers, cause, state, unknown)
+            for handler in woken:  # woken again after it finished: a new run of it (its own retries=)
+                if progress_of(state, handler).finished:
+                    afresh(state, handler)
             runs, outcomes = self.runs, {}
             marked = bool(waiting)  # whether a delay may be ours: one waits, or a run ended otherwise than well
             for handler in lifecycle(todo, state=state, **cause.kwargs):
@@ -117,13 +121,12 @@ class Reactions:
                         kopf_runs.default_errors.reset(errors)
                 outcomes[handler.id] = outcome = runs.concluded(cycle, settings, handler, cause, handler_state, outcome)
                 marked = marked or outcome.exception is not None
-            # A finished handler that saw an older state and is not planned now (the lifecycle
-            # runs one at a time) is re-armed, so that the cause does not end before it re-runs.
+            # A woken handler not planned now (the lifecycle runs one at a time; one that had finished
+            # is started anew above, so the cause does not end before it re-runs): the next cycle runs
+            # it, at once and without a write (the one planned may conclude quietly: no event).
             for handler in woken:
-                if handler.id not in outcomes and progress_of(state, handler).finished:
-                    outcomes[handler.id] = KopfOutcome(final=False, delay=0)
-                elif handler.id not in outcomes:  # an unfinished one: the next cycle runs it, at once and
-                    waits = [*waits, 0.0]  # without a write (the one planned may conclude quietly: no event)
+                if handler.id not in outcomes:
+                    waits = [*waits, 0.0]
             found = None
             if marked:
                 found, waiting, waits = ours(cycle, outcomes, waiting, waits)

@@ -20,7 +20,7 @@ from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
 from kopf_outcomes._kopf.states import remembered, woken_by
 from kopf_outcomes.events import attach as attach_events
-from kopf_outcomes.finalizer import retains
+from kopf_outcomes.finalizer import fault, retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryKeys, StoredOutcome
@@ -48,6 +48,11 @@ def realize(turn: Turn, outcome: Outcome, subrefs: Collection[HandlerId] = ()) -
     row of the table (:mod:`kopf_outcomes.kinds`) says."""
     cycle, run, handler, logger = turn.cycle, turn.run, turn.handler, turn.cause.logger
     attach_events()  # an outcome line follows: its Event is posted with a reason of its own
+    if not isinstance(outcome, (Pending, engine.PluginFailure)):  # the release decision's faults hold
+        held = fault(cycle.kind, run.reason, run.options, getattr(outcome, "on_delete", None))
+        if held is not None:
+            outcome = engine.PluginFailure(f"held: {held}; the finalizer is kept", delay=run.backoff,
+                                           level=logging.ERROR)
     effect = effect_of(cycle.kind, outcome)
     if effect is Effect.RETRY and not isinstance(outcome, Retry):  # an Outcome subclass of a user's own making
         unknown = Retry(f"unknown outcome type {type(outcome).__name__}; expected Success, Pending, "
