@@ -135,7 +135,8 @@ def test_a_wrong_typed_options_answer_names_its_plugin(caplog: pytest.LogCapture
     assert options.remember is True  # the well-behaved plugin's options stand; only dicty's are left out
     assert isinstance(options, UnreadOptions) and "dicty" in options.failures[0]
     [error] = logged_errors(caplog)
-    assert error.startswith("plugin 'dicty' failed in kopf_outcomes_handler_options: it answered {'remember': True}"), error
+    assert error.startswith("plugin 'dicty' failed in kopf_outcomes_handler_options: "
+                            "it answered {'remember': True}"), error
     assert "good" not in error
 
 
@@ -154,3 +155,53 @@ def test_owned_fields_from_a_generator_are_kept() -> None:
     plugins = Plugins()
     plugins.register(GoodFields(), name="good")
     assert plugins.owned_fields() == ("status.conditions",)
+
+
+# Issue 44, finding 12: a plugin that answers wrongly once, then None, got its neighbour blamed.
+
+class WrongOnceOptions:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl
+    def kopf_outcomes_handler_options(self, handler_id: str, resource: ResourceRef | None) -> object:
+        self.calls += 1
+        return {"remember": True} if self.calls == 1 else None
+
+
+class WrongOnceClassifier:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl
+    def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> object:
+        self.calls += 1
+        return "done" if self.calls == 1 else None
+
+
+class WellBehavedClassifier:
+    @hookimpl
+    def kopf_outcomes_classify_result(self, run: HandlerRun, result: object) -> Outcome | None:
+        return Success()
+
+
+def test_an_options_plugin_wrong_once_then_none_is_blamed_alone(caplog: pytest.LogCaptureFixture) -> None:
+    plugins = Plugins()
+    plugins.register(GoodOptions(), name="good")
+    plugins.register(WrongOnceOptions(), name="flaky")
+    with caplog.at_level(logging.ERROR):
+        options = engine.options(plugins, lambda: None, "h", KOPFEXAMPLES, logging.getLogger("test"))
+    [error] = logged_errors(caplog)
+    assert error.startswith("plugin 'flaky' failed in kopf_outcomes_handler_options"), error
+    assert "good" not in error
+    assert options.remember is True  # the neighbour's answer stands
+
+
+def test_a_classifier_wrong_once_then_none_does_not_get_its_neighbour_blamed() -> None:
+    plugins = Plugins()
+    plugins.register(WellBehavedClassifier(), name="neighbour")
+    plugins.register(WrongOnceClassifier(), name="flaky")  # pluggy asks the last registered first
+    outcome = engine.decide(plugins, make_run(), result="anything")
+    assert isinstance(outcome, engine.PluginFailure)
+    assert "neighbour" not in outcome.reason, outcome.reason
+    assert outcome.reason.startswith("plugin 'unknown plugin' failed"), outcome.reason

@@ -102,9 +102,9 @@ class UnknownObjects(tuple):  # type: ignore[type-arg]
         raise ObjectsUnknownError(self.message)
 
     __bool__ = __len__ = __iter__ = __reversed__ = __getitem__ = __contains__ = _raise
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _raise  # type: ignore[assignment]
-    __add__ = __radd__ = __mul__ = __rmul__ = count = index = _raise  # type: ignore[assignment]
-    __hash__ = object.__hash__  # type: ignore[assignment]  # its own: equal to no other tuple
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _raise
+    __add__ = __radd__ = __mul__ = __rmul__ = count = index = _raise
+    __hash__ = object.__hash__  # its own: equal to no other tuple
 
     def __repr__(self) -> str:
         return f"<unknown objects: {self.message}>"

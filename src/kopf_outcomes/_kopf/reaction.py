@@ -32,7 +32,6 @@ from kopf_outcomes._kopf.cycle import (
 from kopf_outcomes._kopf.handler_run import Decided, Runs
 from kopf_outcomes._kopf.internals import (
     CHANGE,
-    afresh,
     SUBHANDLER,
     Cause,
     ErrorsMode,
@@ -44,6 +43,7 @@ from kopf_outcomes._kopf.internals import (
     LifeCycleFn,
     OperatorSettings,
     State,
+    afresh,
     execution,
     handler_var,
     no_extra_context,
