@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +25,9 @@ from kopf_outcomes.manager import PluginManager
 
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples", namespaced=True)
+# Kopf >= 1.38 throttles errors unless told not to (no error reaches it here); 1.37 has no such switch.
+NO_THROTTLING = ({"no_throttling": True} if "no_throttling" in inspect.signature(
+    processing.process_resource_event).parameters else {})
 
 
 class FailingOptions:
@@ -81,7 +85,7 @@ class Server:
                 lifecycle=lifecycle, indexers=processing.indexing.OperatorIndexers(),
                 registry=registry, settings=settings, memories=memories, memobase=ephemera.Memo(),
                 resource=RESOURCE, raw_event=event, event_queue=asyncio.Queue(),  # type: ignore[arg-type]
-                no_throttling=True)
+                **NO_THROTTLING)
 
 
 def merged(value: Any, patch: Any) -> Any:
