@@ -20,7 +20,7 @@ from kopf._cogs.structs import ephemera, references
 from kopf._core.reactor import inventory, processing
 
 import kopf_outcomes
-from kopf_outcomes import Fatal, HandlerOptions, ResourceRef, handler_options, hookimpl
+from kopf_outcomes import Fatal, HandlerOptions, ResourceRef, finalizer, handler_options, hookimpl
 from kopf_outcomes.manager import PluginManager
 
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -230,3 +230,11 @@ async def test_a_remembered_handler_woken_after_it_finished_runs_afresh_under_re
         await server.cycles(registry, count=4, lifecycle=lifecycle)
     assert not any("exceeded" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
     assert runs.count("cleanup") == 2 and not server.finalized
+
+
+@pytest.mark.parametrize("bad", ["keep", "", "Retain", 1])
+def test_the_rule_that_plugins_ask_never_reads_a_bad_choice_as_release(bad: object) -> None:
+    """Plugins (conditions, Prometheus) ask ``retains`` what a Fatal does: a bad value keeps it."""
+    assert finalizer.retains("change", "delete", bad, HandlerOptions()) is True  # type: ignore[arg-type]
+    assert finalizer.fault("change", "delete", HandlerOptions(), bad) is not None
+    assert finalizer.fault("change", "update", HandlerOptions(), bad) is None  # nothing to release there
