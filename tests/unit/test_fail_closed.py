@@ -238,3 +238,16 @@ def test_the_rule_that_plugins_ask_never_reads_a_bad_choice_as_release(bad: obje
     assert finalizer.retains("change", "delete", bad, HandlerOptions()) is True  # type: ignore[arg-type]
     assert finalizer.fault("change", "delete", HandlerOptions(), bad) is not None
     assert finalizer.fault("change", "update", HandlerOptions(), bad) is None  # nothing to release there
+
+
+async def test_a_failing_options_plugin_holds_a_deletions_sub_handler_and_its_parent(
+        server: Server, tmp_path: Any, unpatched: None) -> None:
+    """Finding 1, sub-handlers: a child's PermanentError under retain must not let its parent succeed."""
+    def child(**_: Any) -> None:
+        raise kopf.PermanentError("the backend refuses")
+
+    def parent(**_: Any) -> None:
+        kopf.register(fn=child, id="child", backoff=0.01)
+    for _ in installed(tmp_path, 'fatal_on_delete = "retain"\n', FailingOptions()):
+        await server.cycles(on_delete(parent), count=4)
+    assert server.finalized
