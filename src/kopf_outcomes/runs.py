@@ -41,6 +41,9 @@ class HandlerRun:
     ``kind`` is the handler's :class:`~kopf_outcomes.Kind`: what each outcome means depends on it.
     ``finalizer`` is the operator's Kopf finalizer: what tells one operator's writes from another's
     on a resource that several operators serve (the bundled conditions plugin prefixes its types by it).
+    ``siblings`` are the other handlers of this cause on this object (of the same parent, for a
+    sub-handler), by id: whether each has concluded, by Kopf's progress. Kopf runs one handler per
+    cycle by default, so the others run later; None where it is not known (read it inside the hook).
 
     The runs that hooks get read their fields from Kopf's objects when a hook asks (most
     observers read few of them): read what you need inside the hook, as a run kept for later
@@ -67,6 +70,8 @@ class HandlerRun:
     # The operator's Kopf finalizer (``settings.persistence.finalizer``): its identity among the
     # operators of one resource, from which the memory's keys derive (None: not known, read as the default).
     finalizer: str | None = None
+    # The other handlers of the cause and whether each concluded (None: not known).
+    siblings: Mapping[str, bool] | None = None
 
     def _asdict(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(HandlerRun)}

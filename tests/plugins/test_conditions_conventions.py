@@ -28,7 +28,7 @@ def test_types_are_camel_case_and_valid(handler_id, expected):
 def run(body: dict, handler: str = "create_fn", reason: str = "create", **options) -> HandlerRun:
     return HandlerRun(handler_id=handler, reason=reason, resource=ResourceRef("kopf.dev", "v1", "kopfexamples"),
                       body=body, retry=2, runtime=0.0, deleting=reason == "delete",
-                      options=HandlerOptions(**options), logger=logging.getLogger("test"))
+                      options=HandlerOptions(**options), logger=logging.getLogger("test"), siblings={})
 
 
 def body(generation: int = 1, conditions: list | None = None) -> dict:
@@ -171,3 +171,17 @@ def test_a_finalizer_that_is_no_dns_name_gets_a_digest_prefix():
     odd = prefix("example.com/My_Finalizer")
     assert odd.endswith(".outcomes.kopf.zalando.org") and QUALIFIED_TYPE.match(f"{odd}/X")
     assert prefix("example.com/My_Finalizer") != prefix("example.com/My_Other")
+
+
+def test_a_type_under_the_longest_valid_finalizer_prefix_is_within_316_characters():
+    """Issue 44, finding 7: a 253-character prefix and a 63-character name made 317 characters; the
+    API allows 316 (metav1.Condition's type: maxLength 316) and rejected the whole status PATCH."""
+    from kopf_outcomes_conditions.conventions import prefix
+    domain = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 59])  # 251 characters
+    finalizer = f"{domain}/x"
+    assert len(prefix(finalizer)) == 253
+    kinds = {condition_type(f"create_fn/{'item' * 30}{n}", finalizer) for n in range(2)}
+    assert len(kinds) == 2  # kept apart by their digests
+    for kind in kinds:
+        own, _, name = kind.rpartition("/")
+        assert len(kind) <= 316 and len(own) <= 253 and len(name) <= 63 and QUALIFIED_TYPE.match(kind)

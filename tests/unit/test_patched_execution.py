@@ -822,5 +822,5 @@ async def test_observers_get_every_field_of_the_run_in_its_place(
         "handler_id": "h", "reason": "delete", "resource": kopf_outcomes.ResourceRef("kopf.dev", "v1", "kopfexamples"),
         "retry": 0, "deleting": True, "options": kopf_outcomes.HandlerOptions(), "logger": cause.logger,
         "previous": None, "errors_mode": "TEMPORARY", "backoff": 7.0, "kind": "change",
-        "finalizer": "kopf.zalando.org/KopfFinalizerMarker",
+        "finalizer": "kopf.zalando.org/KopfFinalizerMarker", "siblings": {},  # the only handler of the cause
     }

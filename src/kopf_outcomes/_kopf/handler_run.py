@@ -184,7 +184,7 @@ class Runs:
         """Raise :class:`Decided` where the plugins decide the run; return where it stays Kopf's."""
         cycle = of(settings, cause, handler)
         run = build(self.plugins, cycle.kind, handler, cause, retry, runtime.total_seconds(), settings,
-                    cycle.records.get(str(handler.id)))
+                    cycle.records.get(str(handler.id)), cycle)
         outcome = engine.decide(self.plugins, run, result=result, exception=exception)
         if outcome is not None:
             raise Decided(outcome, run, subrefs) from exception
@@ -242,7 +242,7 @@ class Runs:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
             # A run that no cycle started is told as a change's.
             kind = CHANGE if cycle is None else cycle.kind
-            run = build(plugins, kind, handler, cause, state.retries, state, settings, None)
+            run = build(plugins, kind, handler, cause, state.retries, state, settings, None, cycle)
             return translation.tell(plugins, kind, keys if cycle is None else cycle.keys, run, handler, cause,
                                     translation.from_kopf(outcome), outcome)
         cycle = cycle or of(settings, cause, handler)
@@ -293,5 +293,5 @@ class Runs:
     def turn(self, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState,
              settings: OperatorSettings, record: MemoryRecord | None) -> translation.Turn:
         """The run, as concluding it after Kopf's ``execute_handler_once`` needs it."""
-        run = build(self.plugins, cycle.kind, handler, cause, state.retries, state, settings, record)
+        run = build(self.plugins, cycle.kind, handler, cause, state.retries, state, settings, record, cycle)
         return tuple.__new__(translation.Turn, (self.plugins, cycle, run, handler, cause, state))

@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import logging
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kopf_outcomes import engine
 from kopf_outcomes._kopf.internals import (
@@ -16,6 +16,7 @@ from kopf_outcomes._kopf.internals import (
     HandlerState,
     OperatorSettings,
     default_backoff,
+    progress_of,
     raw_body_of,
     runtime_of,
 )
@@ -25,6 +26,9 @@ from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, declared
 from kopf_outcomes.options import attached_options as own_options
 from kopf_outcomes.runs import HandlerRun, ResourceRef
+
+if TYPE_CHECKING:
+    from kopf_outcomes._kopf.cycle import Cycle
 
 # Per handler run: how the caller treats arbitrary exceptions (only plugins need it).
 default_errors: contextvars.ContextVar[ErrorsMode] = contextvars.ContextVar("kopf_outcomes_errors")
@@ -91,7 +95,7 @@ def _reason_value(reason: object) -> str | None:
 # A plain tuple: made as a named tuple (``tuple.__new__``, a C call with its argument parsing), it
 # cost each observed run about 1,650 CPU instructions, as much as four trivial observers' calls.
 _Sources = tuple[Handler, Cause, int, "float | HandlerState", OperatorSettings, "MemoryRecord | None", ErrorsMode,
-                 HandlerOptions, Kind]
+                 HandlerOptions, Kind, "Cycle | None"]
 _HANDLER: Final = 0
 _CAUSE: Final = 1
 _RETRY: Final = 2
@@ -101,6 +105,7 @@ _PREVIOUS: Final = 5
 _ERRORS: Final = 6
 _OPTIONS: Final = 7
 _KIND: Final = 8
+_CYCLE: Final = 9  # the cycle the run is in (its handlers and Kopf's state): read for ``siblings``
 
 
 class KopfRun(HandlerRun):
@@ -191,6 +196,16 @@ class KopfRun(HandlerRun):
         return self._sources[_SETTINGS].persistence.finalizer
 
     @property
+    def siblings(self) -> Mapping[str, bool] | None:
+        """The cause's other handlers, concluded or not, from the cycle the run is in."""
+        cycle, handler = self._sources[_CYCLE], self._sources[_HANDLER]
+        if cycle is None or cycle.state is None or handler not in cycle.handlers:
+            return None  # a run outside of its cycle: not known
+        state = cycle.state
+        return {str(other.id): progress_of(state, other).finished for other in cycle.handlers
+                if other.id != handler.id and other.id in state}
+
+    @property
     def backoff(self) -> float:
         handler = self._sources[_HANDLER]
         return float(handler.backoff if handler.backoff is not None else default_backoff(self._sources[_SETTINGS]))
@@ -202,7 +217,8 @@ _set_runtime = KopfRun._runtime.__set__  # type: ignore[attr-defined]
 
 
 def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, retry: int,
-          runtime: float | HandlerState, settings: OperatorSettings, previous: MemoryRecord | None) -> HandlerRun:
+          runtime: float | HandlerState, settings: OperatorSettings, previous: MemoryRecord | None,
+          cycle: Cycle | None = None) -> HandlerRun:
     """The run as hooks see it. Built on every observed run: only what would change later is read
     now (``runtime``, a handler's progress, is read when a hook asks)."""
     run = _new(KopfRun)
@@ -213,5 +229,6 @@ def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, re
         else default_errors.get(_TEMPORARY),
         options_of(plugins, handler, cause) if plugins.provides_options or declared else NO_OPTIONS,  # option's gate
         kind,
+        cycle,
     ))
     return run

@@ -13,6 +13,7 @@ from typing import Any
 from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, Retry, Success, hookimpl
 from kopf_outcomes import memory as _memory
 from kopf_outcomes.finalizer import retains
+from kopf_outcomes_conditions import concluded, foreign
 from kopf_outcomes_conditions.conventions import SUMMARY, condition_type, merged, now, summary, summary_type, updated
 
 __all__ = ["FIELD", "SUMMARY", "condition_type", "summary_type"]
@@ -29,19 +30,25 @@ def kopf_outcomes_owned_fields() -> Iterable[str]:
 def kopf_outcomes_observe_outcome(run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
     if run.body is None or run.reason is None:
         return  # activities, daemons, timers, watchers: no condition of the object describes them
+    before = foreign.conditions(run.body, patch)
+    if before is None:
+        return  # another tool's shape of status.conditions: left as it is (foreign says so, once)
     status, reason, message = describe(run, outcome, patch)
     metadata = run.body.get("metadata") or {}
     generation = metadata.get("generation")
-    pending = patch.get("status", {}).get("conditions")
-    before: list[dict[str, Any]] = list(
-        pending if pending is not None else (run.body.get("status") or {}).get("conditions") or [])
     finalizer = run.finalizer
     at, kind, total = now(), condition_type(run.handler_id, finalizer), summary_type(finalizer)
     conditions = merged(before, updated(_find(before, kind), kind, status, reason, message, generation, at))
-    others = [c for c in conditions if c.get("type") != total]  # the summary stays last
-    conditions = [*others, summary(others, generation, _find(before, total), at, finalizer)]
+    if not isinstance(outcome, (Pending, Retry)):
+        concluded.add(patch, run.handler_id)
+    others = [c for c in conditions if not (isinstance(c, dict) and c.get("type") == total)]  # the summary last
+    siblings = concluded.siblings(run, patch)
+    conditions = [*others, summary(others, generation, _find(before, total), at, finalizer, siblings)]
     if conditions != before:
-        patch.setdefault("status", {})["conditions"] = conditions
+        status_patch = patch.get("status")
+        if not isinstance(status_patch, MutableMapping):
+            status_patch = patch["status"] = {}
+        status_patch["conditions"] = conditions
 
 
 def describe(run: HandlerRun, outcome: Outcome, patch: Mapping[str, Any] | None = None) -> tuple[str, str, str]:
@@ -94,5 +101,5 @@ def release_annotation(run: HandlerRun, patch: Mapping[str, Any]) -> str:
     return _memory.DEFAULT_KEYS.release
 
 
-def _find(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == kind), None)
+def _find(conditions: Iterable[object], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == kind), None)

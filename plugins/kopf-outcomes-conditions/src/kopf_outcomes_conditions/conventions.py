@@ -3,8 +3,9 @@ Conditions by the Kubernetes API conventions (``metav1.Condition``): CamelCase t
 reasons, status "True"/"False"/"Unknown", ``observedGeneration``, and ``lastTransitionTime``
 that moves only when the status does; and within its limits, which the API server enforces on a
 CRD with the standard condition schema by rejecting the whole status PATCH (Kopf's own progress
-included): a type of at most 316 characters (a qualified name: an optional DNS prefix and a name
-of at most 63), a reason of at most 1024 by its pattern, a message of at most 32768.
+included): a type of at most 316 characters in all (a qualified name: an optional DNS prefix of at
+most 253 and a name of at most 63, so a 253-character prefix leaves 62 for the name), a reason of
+at most 1024 by its pattern, a message of at most 32768.
 
 One operator's conditions are its own: an operator with a finalizer other than Kopf's default
 qualifies its types with a prefix derived from that finalizer (as its memory's keys are derived),
@@ -16,7 +17,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 SUMMARY = "HandlersSucceeded"
@@ -31,6 +32,7 @@ MAX_MESSAGE = 32768
 MAX_REASON = 1024
 MAX_NAME = 63  # the name part of a qualified name
 MAX_PREFIX = 253  # a DNS subdomain
+MAX_TYPE = 316  # the whole type: a 253-character prefix leaves 62 for the name, not 63
 TRUNCATED = " [truncated]"
 REASON_PATTERN = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -40,15 +42,18 @@ _WORD = re.compile(r"[A-Za-z0-9]+")
 def condition_type(handler_id: str, finalizer: str | None = None) -> str:
     """``delete_fn`` → ``DeleteFnSucceeded``; ``create_fn/sub-1`` → ``CreateFnSub1Succeeded``;
     for another operator than Kopf's default one, qualified by :func:`prefix`. A name too long
-    for the API keeps its start and ends with a digest of the whole, so names stay apart."""
+    for the API (with its prefix) keeps its start and ends with a digest of the whole, so names
+    stay apart."""
     words = _WORD.findall(handler_id) or ["Handler"]
     camel = "".join(word[:1].upper() + word[1:] for word in words)
     if camel[:1].isdigit():
         camel = "Handler" + camel
-    if len(camel) + len(SUFFIX) > MAX_NAME:
+    own = prefix(finalizer)
+    longest = min(MAX_NAME, MAX_TYPE - len(own) - 1) if own else MAX_NAME
+    if len(camel) + len(SUFFIX) > longest:
         digest = hashlib.sha256(handler_id.encode()).hexdigest()[:8]
-        camel = camel[:MAX_NAME - len(SUFFIX) - len(digest)] + digest
-    return qualified(camel + SUFFIX, finalizer)
+        camel = camel[:longest - len(SUFFIX) - len(digest)] + digest
+    return f"{own}/{camel}{SUFFIX}" if own else camel + SUFFIX
 
 
 def summary_type(finalizer: str | None = None) -> str:
@@ -96,7 +101,7 @@ def reason(text: str) -> str:
 def is_ours(condition: Mapping[str, Any], finalizer: str | None = None) -> bool:
     """A handler's condition written by this plugin for this operator (not its summary)."""
     kind, why = condition.get("type"), condition.get("reason")
-    if not isinstance(kind, str) or why not in REASONS:
+    if not isinstance(kind, str) or not isinstance(why, str) or why not in REASONS:
         return False
     own, name = split(kind)
     return own == prefix(finalizer) and name.endswith(SUFFIX) and name != SUMMARY
@@ -119,22 +124,44 @@ def updated(current: Mapping[str, Any] | None, kind: str, status: str, why: str,
     return condition
 
 
-def summary(conditions: Iterable[Mapping[str, Any]], generation: int | None, current: Mapping[str, Any] | None,
-            at: str, finalizer: str | None = None) -> dict[str, Any]:
-    """``HandlersSucceeded``: True when every handler condition of this operator is True, else why not."""
+def summary(conditions: Iterable[object], generation: int | None, current: Mapping[str, Any] | None,
+            at: str, finalizer: str | None = None, siblings: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """``HandlersSucceeded``: True only when every handler condition of this operator is True and
+    every other handler of the cause (``siblings``, by id: concluded or not) has concluded; its
+    ``observedGeneration`` then the oldest of the cause's handlers' (what all of them have seen).
+    Else False, naming what it waits for; "Unknown" where the cause's other handlers are not known."""
     kind = summary_type(finalizer)
-    waiting = [c for c in conditions if is_ours(c, finalizer) and c.get("status") != "True"]
-    if not waiting:
-        return updated(current, kind, "True", "Succeeded", "All handlers succeeded.", generation, at)
-    first = waiting[0]
-    names = ", ".join(split(str(c["type"]))[1][: -len(SUFFIX)] for c in waiting)
-    text = f"Waiting for {len(waiting)} handler(s): {names}. {first['type']}: {first.get('message', '')}"
-    why = str(first["reason"]) if len(waiting) == 1 else "Waiting"
+    ours = {str(c["type"]): c for c in conditions if isinstance(c, Mapping) and is_ours(c, finalizer)}
+    waiting = [c for c in ours.values() if c.get("status") != "True"]
+    to_run = [condition_type(handler_id, finalizer) for handler_id, done in (siblings or {}).items() if not done]
+    to_run = [name for name in to_run if name not in ours or ours[name].get("status") == "True"]
+    if not waiting and not to_run:
+        if siblings is None:
+            return updated(current, kind, "Unknown", "Unknown", "Whether other handlers of this cause are still "
+                           "to run is not known.", generation, at)
+        seen = [ours[name].get("observedGeneration") for name in map(_type_of(finalizer), siblings) if name in ours]
+        oldest = min([g for g in [generation, *seen] if isinstance(g, int)], default=generation)
+        return updated(current, kind, "True", "Succeeded", "All handlers succeeded.", oldest, at)
+    names = ", ".join(split(str(name))[1][: -len(SUFFIX)] for name in [*(c["type"] for c in waiting), *to_run])
+    if waiting:
+        first = waiting[0]
+        text = (f"Waiting for {len(waiting) + len(to_run)} handler(s): {names}. "
+                f"{first['type']}: {first.get('message', '')}")
+    else:
+        text = f"Waiting for {len(to_run)} handler(s): {names}. {to_run[0]}: not concluded in this cause yet."
+    why = str(waiting[0]["reason"]) if len(waiting) == 1 and not to_run else "Waiting"
     return updated(current, kind, "False", why, text.strip(), generation, at)
 
 
-def merged(conditions: list[dict[str, Any]], condition: dict[str, Any]) -> list[dict[str, Any]]:
-    """Replace the condition of the same type in place, or append it."""
-    if any(c.get("type") == condition["type"] for c in conditions):
-        return [condition if c.get("type") == condition["type"] else c for c in conditions]
+def _type_of(finalizer: str | None) -> Callable[[str], str]:
+    return lambda handler_id: condition_type(handler_id, finalizer)
+
+
+def merged(conditions: list[object], condition: dict[str, Any]) -> list[object]:
+    """Replace the condition of the same type in place, or append it; entries of other shapes
+    (another tool's) are kept where they are."""
+    def same(entry: object) -> bool:
+        return isinstance(entry, Mapping) and entry.get("type") == condition["type"]
+    if any(same(c) for c in conditions):
+        return [condition if same(c) else c for c in conditions]
     return [*conditions, condition]
