@@ -161,3 +161,86 @@ async def test_a_40000_character_reason_fits_the_standard_condition_schema(api, 
         long_type = next(kind for kind in written if kind.startswith("AHandlerWhoseId"))
         assert len(long_type) <= 63 and written[long_type]["status"] == "True"
         assert not [r for r in op.records() if _HTTP_422.search(r.message) or "Unprocessable" in r.message]
+
+
+async def _summaries(objects, namespace: str, name: str, kind: str, seen: list[dict], stop: asyncio.Event) -> None:
+    """Every state of the object's summary that the API server stored, in order (a watch sees each)."""
+    from kubernetes_asyncio import watch
+    stream = watch.Watch()
+    async for event in stream.stream(objects.list_namespaced_custom_object, "kopf.dev", "v1", namespace,
+                                     "conditionedexamples", field_selector=f"metadata.name={name}",
+                                     timeout_seconds=60):
+        body = event["object"]
+        found = {c["type"]: c for c in (body.get("status") or {}).get("conditions") or []}
+        seen.append({"summary": found.get(kind), "types": sorted(found)})
+        if stop.is_set():
+            break
+
+
+async def test_the_summary_is_not_true_before_both_create_handlers_ran(cluster, api, objects, namespace, operator):
+    """Issue 44, finding 6: after the first of two create handlers, the summary turned True (Kopf
+    runs one handler per cycle), and ``kubectl wait`` returned before the second had run."""
+    from tests.e2e.crds import crd, ensure
+    await ensure(api, crd("conditionedexamples", "ConditionedExample", conditions=True))
+    seen: list[dict] = []
+    stop = asyncio.Event()
+    watching = asyncio.create_task(_summaries(objects, namespace, "two", "HandlersSucceeded", seen, stop))
+    await asyncio.sleep(0.5)  # the watch is open before the object exists
+    async with operator("tests/e2e/operators/two_creates_operator.py", **PLUGINS) as op:
+        await objects.create_namespaced_custom_object("kopf.dev", "v1", namespace, "conditionedexamples", {
+            "apiVersion": "kopf.dev/v1", "kind": "ConditionedExample", "metadata": {"name": "two"}, "spec": {}})
+        await eventually(lambda: _condition_of(objects, namespace, "two", "SecondFnSucceeded", "Pending"),
+                         what="the second handler pending")
+        code, output = await kubectl(cluster, "wait", "--for=condition=HandlersSucceeded", "--timeout=2s",
+                                     "-n", namespace, "conditionedexamples.kopf.dev/two")
+        assert code != 0 and "timed out" in output
+        await objects.patch_namespaced_custom_object(
+            "kopf.dev", "v1", namespace, "conditionedexamples", "two", {"metadata": {"labels": {"second": "done"}}},
+            _content_type="application/merge-patch+json")
+        code, output = await kubectl(cluster, "wait", "--for=condition=HandlersSucceeded", "--timeout=30s",
+                                     "-n", namespace, "conditionedexamples.kopf.dev/two")
+        assert code == 0, output
+        stop.set()
+        await objects.patch_namespaced_custom_object(  # one more event, so that the watch sees the stop
+            "kopf.dev", "v1", namespace, "conditionedexamples", "two", {"metadata": {"labels": {"seen": "all"}}},
+            _content_type="application/merge-patch+json")
+        await asyncio.wait_for(watching, timeout=30)
+        assert not [r for r in op.records() if r.level == "ERROR"]
+    trues = [index for index, state in enumerate(seen) if (state["summary"] or {}).get("status") == "True"]
+    assert trues, seen
+    first_true = seen[trues[0]]
+    assert "SecondFnSucceeded" in first_true["types"]
+    assert all((state["summary"] or {}).get("status") != "True" for state in seen[:trues[0]])
+    second = [s for s in seen[:trues[0]] if "SecondFnSucceeded" in s["types"]]
+    assert second, "the second handler's condition is written before the summary turns True"
+
+
+async def _condition_of(objects, namespace: str, name: str, kind: str, reason: str) -> dict | None:
+    body = await objects.get_namespaced_custom_object("kopf.dev", "v1", namespace, "conditionedexamples", name)
+    found = {c["type"]: c for c in (body.get("status") or {}).get("conditions") or []}.get(kind)
+    return found if found is not None and found["reason"] == reason else None
+
+
+async def test_types_under_the_longest_finalizer_prefix_are_accepted_by_the_api_server(
+        api, objects, namespace, operator):
+    """Issue 44, finding 7: a 253-character prefix and a 63-character name made a 317-character
+    type; the API server (maxLength 316) rejected the whole status PATCH, Kopf's progress included."""
+    from tests.e2e.crds import crd, ensure
+    await ensure(api, crd("conditionedexamples", "ConditionedExample", conditions=True))
+    domain = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 59])
+    finalizer = f"{domain}/x"  # a valid finalizer: its prefix as a type's prefix is 253 characters
+    async with operator("tests/e2e/operators/two_creates_operator.py", CONDITIONS_FINALIZER=finalizer,
+                        **PLUGINS) as op:
+        await objects.create_namespaced_custom_object("kopf.dev", "v1", namespace, "conditionedexamples", {
+            "apiVersion": "kopf.dev/v1", "kind": "ConditionedExample",
+            "metadata": {"name": "long-prefix", "labels": {"second": "done"}}, "spec": {}})
+
+        async def all_written() -> list[str] | None:
+            body = await objects.get_namespaced_custom_object("kopf.dev", "v1", namespace, "conditionedexamples",
+                                                              "long-prefix")
+            kinds = [c["type"] for c in (body.get("status") or {}).get("conditions") or []]
+            return kinds if len(kinds) == 4 else None
+
+        kinds = await eventually(all_written, timeout=30, what="four conditions")
+        assert max(len(kind) for kind in kinds) == 316
+        assert not [r for r in op.records() if _HTTP_422.search(r.message) or "Unprocessable" in r.message]
