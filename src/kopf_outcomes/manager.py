@@ -65,10 +65,18 @@ class PluginManager(pluggy.PluginManager):
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
         """Register a plugin; one that cannot be used is a PluginError naming it, and nothing of
-        it is registered (:mod:`kopf_outcomes.refusals`)."""
+        it is registered (:mod:`kopf_outcomes.refusals`). A plugin already registered (found
+        through its entry point and also given to ``install(plugins=...)``, or given twice) stays
+        registered once, under its first name; another plugin under a name already taken is a
+        PluginError."""
+        if self.is_registered(plugin):
+            return self.get_name(plugin)
         named = name or self.get_canonical_name(plugin)
         for problem in () if self.is_blocked(named) else refusals.problems(self, plugin, named):
             raise problem  # (a blocked name is not registered at all: pluggy returns None)
+        if self.has_plugin(named):
+            raise PluginError(f"kopf-outcomes plugin {named!r} cannot be used: another plugin is registered under "
+                              f"that name ({self.get_plugin(named)!r}); register this one under a name of its own")
         try:
             registered = super().register(plugin, name=name)
         except pluggy.PluginValidationError as e:  # a reason refusals does not know: still named

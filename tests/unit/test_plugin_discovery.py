@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -158,8 +159,9 @@ def test_a_plugin_with_invalid_hooks_is_not_silently_accepted(
     with pytest.raises(PluginError) as info:
         plugins.load_entry_points(allow=["b"])
     assert str(info.value) == (
-        "kopf-outcomes plugin 'b' cannot be used: its kopf_outcomes_adjust_outcome takes 'extra', which the "
-        "hook does not pass; it passes run, decision (take any of them, by these names)")
+        "kopf-outcomes plugin 'b' cannot be used: its function 'kopf_outcomes_adjust_outcome' "
+        f"({at(Misspelt.kopf_outcomes_adjust_outcome)}), marked as kopf_outcomes_adjust_outcome, takes 'extra', "
+        "which the hook does not pass; it passes run, decision (take any of them, by these names)")
     assert not plugins.has_plugin("b") and plugins.only_builtins  # nothing of it registered
 
 
@@ -204,20 +206,33 @@ class HalfGood:  # a good hook beside a bad one: neither may stay registered
     def kopf_outcomes_classify_exception(self, run: Any, exc: Any) -> Any: ...
 
 
+def at(function: Any) -> str:
+    """Where a function of this file is, as the refusals name it: the file, and the line of its first decorator."""
+    return f"{THIS_FILE}:{function.__code__.co_firstlineno}"
+
+
+THIS_FILE = "tests/unit/test_plugin_discovery.py"
+
+
 @pytest.mark.parametrize(("plugin", "message"), [
     (Misspelled(), "kopf-outcomes plugin 'misspelled' cannot be used: its function 'kopf_outcomes_observe_outcomes' "
+                   f"({at(Misspelled.kopf_outcomes_observe_outcomes)}) "
                    "is marked as a hook implementation, but there is no hook 'kopf_outcomes_observe_outcomes' "
                    "(did you mean 'kopf_outcomes_observe_outcome'?)"),
-    (FarOff(), "kopf-outcomes plugin 'faroff' cannot be used: its function 'kopf_outcomes_frobnicate' is marked as a "
+    (FarOff(), "kopf-outcomes plugin 'faroff' cannot be used: its function 'kopf_outcomes_frobnicate' "
+               f"({at(FarOff.kopf_outcomes_frobnicate)}) is marked as a "
                "hook implementation, but there is no hook 'kopf_outcomes_frobnicate' (the hooks are "
                "kopf_outcomes_adjust_outcome, kopf_outcomes_classify_exception, kopf_outcomes_classify_result, "
                "kopf_outcomes_handler_options, kopf_outcomes_object_gone, kopf_outcomes_observe_object, "
                "kopf_outcomes_observe_outcome, kopf_outcomes_owned_fields)"),
-    (HalfGood(), "kopf-outcomes plugin 'halfgood' cannot be used: its kopf_outcomes_classify_exception takes 'exc', "
-                 "which the hook does not pass; it passes run, exception (take any of them, by these names)"),
-    (Asynchronous(), "kopf-outcomes plugin 'asynchronous' implements kopf_outcomes_observe_outcome as 'async def'; "
-                     "hooks run inside Kopf's event loop and must be plain, quick functions. Do slow work elsewhere "
-                     "(a Kopf daemon, a thread, a queue the hook only appends to)."),
+    (HalfGood(), "kopf-outcomes plugin 'halfgood' cannot be used: its function 'kopf_outcomes_classify_exception' "
+                 f"({at(HalfGood.kopf_outcomes_classify_exception)}), marked as kopf_outcomes_classify_exception, "
+                 "takes 'exc', which the hook does not pass; it passes run, exception (take any of them, by these "
+                 "names)"),
+    (Asynchronous(), "kopf-outcomes plugin 'asynchronous': its function 'kopf_outcomes_observe_outcome' "
+                     f"({at(Asynchronous.kopf_outcomes_observe_outcome)}) implements kopf_outcomes_observe_outcome "
+                     "as 'async def'; hooks run inside Kopf's event loop and must be plain, quick functions. Do slow "
+                     "work elsewhere (a Kopf daemon, a thread, a queue the hook only appends to)."),
 ])
 def test_an_unusable_plugin_is_refused_with_its_name(plugin: object, message: str) -> None:
     manager = Plugins()
@@ -236,7 +251,7 @@ def test_a_hook_named_by_specname_is_checked_by_that_name() -> None:
     with pytest.raises(PluginError) as info:
         Plugins().register(Renamed(), name="renamed")
     assert str(info.value) == (
-        "kopf-outcomes plugin 'renamed' cannot be used: its function 'classify' (specname "
+        f"kopf-outcomes plugin 'renamed' cannot be used: its function 'classify' ({at(Renamed.classify)}, specname "
         "'kopf_outcomes_clasify_result') is marked as a hook implementation, but there is no hook "
         "'kopf_outcomes_clasify_result' (did you mean 'kopf_outcomes_classify_result'?)")
 
@@ -254,7 +269,7 @@ def test_the_plugins_command_lists_the_hooks_and_marks_a_broken_plugin(
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert ("  b                        BROKEN, not loaded: kopf-outcomes plugin 'b' cannot be used: its function "
-            "'kopf_outcomes_observe_outcomes' is marked as a hook implementation, but there is no hook "
+            f"'kopf_outcomes_observe_outcomes' ({at(Misspelled.kopf_outcomes_observe_outcomes)}) is marked as a hook implementation, but there is no hook "
             "'kopf_outcomes_observe_outcomes' (did you mean 'kopf_outcomes_observe_outcome'?)") in lines
     hooks = lines[lines.index("Hooks, each with its plugins in the order they are called:"):]
     adjust = hooks.index("  kopf_outcomes_adjust_outcome")
@@ -275,7 +290,8 @@ def test_kopf_run_shows_the_one_line_reason_of_an_unusable_plugin(tmp_path: Path
     assert done.returncode == 1
     assert done.stderr == (
         "PluginError: kopf-outcomes plugin '__kopf_script_0__" + str(operator) + ".Misspelled' cannot be used: "
-        "its function 'kopf_outcomes_classify_exceptions' is marked as a hook implementation, but there is no hook "
+        "its function 'kopf_outcomes_classify_exceptions' (operator.py:4) is marked as a hook implementation, but "
+        "there is no hook "
         "'kopf_outcomes_classify_exceptions' (did you mean 'kopf_outcomes_classify_exception'?)\n")
 
 
@@ -299,3 +315,58 @@ def test_a_blocked_broken_plugin_is_not_refused_but_left_out_as_pluggy_does() ->
     manager.set_blocked("misspelled")
     assert manager.register(Misspelled(), name="misspelled") is None
     assert not manager.has_plugin("misspelled")
+
+
+# --- the same plugin found twice is registered once (issue 44, finding 11) -----------------------
+
+
+SHARED = Adjuster()  # one plugin object, as an entry point's module is one module
+
+
+def test_a_plugin_found_by_its_entry_point_and_given_to_install_is_registered_once(
+        entry_points: dict[str, FakeEntryPoint], unpatched: None) -> None:
+    """pluggy's raw multi-line ValueError ("Plugin already registered under a different name")
+    made the first install() raise; the operator did not start."""
+    entry_points.clear()
+    entry_points["a"] = FakeEntryPoint("a", "plugin_a:SHARED", lambda: SHARED)
+    manager = kopf_outcomes.install(plugins=[SHARED])
+    assert [name for name, plugin in manager.list_name_plugin() if plugin is SHARED] == ["a"]
+    assert kopf_outcomes.is_installed()
+
+
+def test_a_plugin_given_twice_is_registered_once(unpatched: None) -> None:
+    other = Adjuster()
+    manager = kopf_outcomes.install(entry_points=False, plugins=[other, other])
+    assert [plugin for _, plugin in manager.list_name_plugin()].count(other) == 1
+    kopf_outcomes.install(plugins=[other])  # again, on the installation made
+    assert [plugin for _, plugin in manager.list_name_plugin()].count(other) == 1
+
+
+def test_another_plugin_under_a_name_taken_is_one_plugin_error_line() -> None:
+    manager = Plugins()
+    manager.register(Adjuster(), name="quiet")
+    with pytest.raises(PluginError) as info:
+        manager.register(Adjuster(), name="quiet")
+    assert "\n" not in str(info.value)
+    assert str(info.value).startswith("kopf-outcomes plugin 'quiet' cannot be used: another plugin is registered "
+                                      "under that name (")
+
+
+# --- a broken plugin names its function and line (issue 44, finding 13) --------------------------
+
+
+def test_a_broken_typed_hook_names_its_function_and_line_whatever_its_name() -> None:
+    """The message named the hook only; with a typed marker the function may have any name."""
+    from kopf_outcomes import hooks
+
+    @hooks.observe_outcome
+    def record_for_the_audit(run: Any, outcome: Any, patch: Any, extra: Any) -> None: ...
+
+    plugin = types.ModuleType("audit_plugin")
+    plugin.record_for_the_audit = record_for_the_audit  # type: ignore[attr-defined]
+    with pytest.raises(PluginError) as info:
+        Plugins().register(plugin)
+    assert str(info.value) == (
+        "kopf-outcomes plugin 'audit_plugin' cannot be used: its function 'record_for_the_audit' "
+        f"({at(record_for_the_audit)}), marked as kopf_outcomes_observe_outcome, takes 'extra', which the hook "
+        "does not pass; it passes run, outcome, patch (take any of them, by these names)")
