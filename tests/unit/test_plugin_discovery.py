@@ -269,8 +269,9 @@ def test_the_plugins_command_lists_the_hooks_and_marks_a_broken_plugin(
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert ("  b                        BROKEN, not loaded: kopf-outcomes plugin 'b' cannot be used: its function "
-            f"'kopf_outcomes_observe_outcomes' ({at(Misspelled.kopf_outcomes_observe_outcomes)}) is marked as a hook implementation, but there is no hook "
-            "'kopf_outcomes_observe_outcomes' (did you mean 'kopf_outcomes_observe_outcome'?)") in lines
+            f"'kopf_outcomes_observe_outcomes' ({at(Misspelled.kopf_outcomes_observe_outcomes)}) is marked as a "
+            "hook implementation, but there is no hook 'kopf_outcomes_observe_outcomes' "
+            "(did you mean 'kopf_outcomes_observe_outcome'?)") in lines
     hooks = lines[lines.index("Hooks, each with its plugins in the order they are called:"):]
     adjust = hooks.index("  kopf_outcomes_adjust_outcome")
     assert hooks[adjust + 1:adjust + 4] == ["    c", "    a", "  kopf_outcomes_observe_outcome"]
