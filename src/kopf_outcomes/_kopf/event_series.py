@@ -1,9 +1,15 @@
 """
-Outcome Events as series, as client-go's recorder makes them: the first Event of one reason and
-type on one object is created; each repeat adds to that Event's ``count`` and moves its
-``lastTimestamp`` and message (one PATCH), instead of a new Event per attempt. A Retry every 5
-seconds is then one Event counting its attempts, not 60 Events a minute. An Event that is gone
-(Events expire, an hour by default) starts a new series.
+Outcome Events as series, as client-go's recorder makes them (``tools/record/events_cache.go``):
+
+- a repeat is the same object, type, reason and message: it adds to that Event's ``count`` and
+  moves its ``lastTimestamp`` (one PATCH), instead of a new Event per attempt. A Retry every 5
+  seconds with one message is one Event counting its attempts, not 60 Events a minute;
+- a similar Event (the same object, type and reason, another message) is an Event of its own,
+  until the 10th distinct message within 10 minutes of the previous similar one
+  (:data:`SIMILAR_EVENTS`, :data:`SIMILAR_INTERVAL`): from then on, similar Events are counted in
+  one Event whose message is the latest, after ``(combined from similar events): ``.
+
+An Event that is gone (Events expire, an hour by default) starts a new series.
 
 Kopf's ``kopf.event()`` can only create Events, so the series are posted here, with Kopf's own
 API client (its credentials, retries and settings), in tasks beside the handler's: a failure to
@@ -17,14 +23,19 @@ import collections
 import dataclasses
 import datetime
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from kopf_outcomes._kopf.internals import OperatorSettings, kopf_api, kopf_api_errors
 
 logger = logging.getLogger("kopf_outcomes.events")  # not Kopf's per-object logger: no Event about Events
-MAX_SERIES = 4096  # objects × reasons remembered; the oldest series is forgotten first
+MAX_SERIES = 4096  # series (and groups of similar Events) remembered, as client-go's LRU caches; oldest first
 MAX_MESSAGE = 1024  # as Kopf cuts Event messages
+SIMILAR_EVENTS = 10  # client-go's defaultAggregateMaxEvents
+SIMILAR_INTERVAL = 600.0  # seconds, client-go's defaultAggregateIntervalInSeconds
+COMBINED = "(combined from similar events): "  # client-go's EventAggregatorByReasonMessageFunc
+clock: Callable[[], float] = time.monotonic
 
 
 @dataclasses.dataclass
@@ -36,7 +47,15 @@ class Series:
     loop: asyncio.AbstractEventLoop = dataclasses.field(default_factory=asyncio.get_running_loop)
 
 
-_series: collections.OrderedDict[tuple[str, str, str], Series] = collections.OrderedDict()
+@dataclasses.dataclass
+class Similar:
+    """Events of one object, type and reason: their distinct messages, and when the last came."""
+    messages: dict[str, None] = dataclasses.field(default_factory=dict)  # a set in insertion order
+    last: float = 0.0
+
+
+_series: collections.OrderedDict[Hashable, Series] = collections.OrderedDict()
+_similar: collections.OrderedDict[tuple[str, str, str], Similar] = collections.OrderedDict()
 _tasks: set[asyncio.Task[None]] = set()
 
 
@@ -46,21 +65,45 @@ def post(settings: OperatorSettings, ref: Mapping[str, Any], type_: str, reason:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return False
-    task = loop.create_task(_post(settings, dict(ref), type_, reason, message))
+    message = message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "..."
+    key, message = correlated(str(ref.get("uid")), type_, reason, message)  # now: in the order they came
+    task = loop.create_task(_post(settings, dict(ref), key, type_, reason, message))
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     return True
 
 
-async def _post(settings: OperatorSettings, ref: dict[str, Any], type_: str, reason: str, message: str) -> None:
-    key = (str(ref.get("uid")), type_, reason)
+def correlated(uid: str, type_: str, reason: str, message: str) -> tuple[Hashable, str]:
+    """The series an Event counts in, and its message, by client-go's EventAggregate: its own
+    (object, type, reason, message), or, from the 10th distinct message of similar Events within
+    10 minutes of each other, the one combined series of (object, type, reason)."""
+    group = (uid, type_, reason)
+    now = clock()
+    similar = _similar.get(group)
+    if similar is None or now - similar.last > SIMILAR_INTERVAL:
+        similar = _similar[group] = Similar()
+        _forget_beyond(_similar)
+    _similar.move_to_end(group)
+    similar.messages[message] = None
+    similar.last = now
+    if len(similar.messages) < SIMILAR_EVENTS:
+        return (*group, message), message
+    del similar.messages[next(iter(similar.messages))]  # client-go's PopAny: the set stays below the max
+    return group, COMBINED + message
+
+
+def _forget_beyond(cache: collections.OrderedDict[Any, Any]) -> None:
+    while len(cache) > MAX_SERIES:
+        cache.popitem(last=False)
+
+
+async def _post(settings: OperatorSettings, ref: dict[str, Any], key: Hashable, type_: str, reason: str,
+                message: str) -> None:
     series = _series.get(key)
     if series is None or series.loop is not asyncio.get_running_loop():  # another operator's run
         series = _series[key] = Series(namespace=ref.get("namespace") or "default")
-        while len(_series) > MAX_SERIES:
-            _series.popitem(last=False)
+        _forget_beyond(_series)
     _series.move_to_end(key)
-    message = message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "..."
     url = f"/api/v1/namespaces/{series.namespace}/events"
     now = datetime.datetime.now(datetime.timezone.utc).isoformat()
     try:
