@@ -8,15 +8,16 @@ with a reason of its own (:data:`REASONS`) and the type Kopf gives the level (IN
 WARNING ``Warning``, ERROR ``Error``), and marks the record so that Kopf does not post it again
 as ``Logging``. A conclusion that holds is logged at DEBUG (a quiet recheck), below Kopf's
 posting level (``settings.posting.level``, INFO by default): it posts nothing. Outcome lines are
-log lines: where Kopf posts none of those (Kopf >= 1.45 unless ``settings.posting.loggers`` is
-on), they post none either. Posted anyway, they cost a waiting operator about 27 KiB of memory per
+log lines: where Kopf posts none of those (``settings.posting.loggers`` off, Kopf's default since
+1.44), they post none either. Posted anyway, they cost a waiting operator about 27 KiB of memory per
 object (issue 33: Kopf posts each object's Events from a worker of its own, each on a TLS
 connection of its own, all at once when many objects park), and the API server an Event each.
 
 Kopf's posting settings are the user's switch for these Events too: nothing is posted with
-``settings.posting.enabled = False``, nor below ``settings.posting.level``. Repeats of one
-reason on one object are one Event whose ``count`` grows (:mod:`kopf_outcomes._kopf.event_series`,
-given to :func:`enable`), as client-go's recorder does, not one Event per attempt.
+``settings.posting.enabled = False``, nor below ``settings.posting.level``. Repeats (one object,
+type, reason and message) are one Event whose ``count`` grows, and similar ones (another message)
+are combined after 10 within 10 minutes, as client-go's recorder does
+(:mod:`kopf_outcomes._kopf.event_series`, given to :func:`enable`), not one Event per attempt.
 
 Records of stock Kopf (no ``outcome`` field) are left as they are. ``install(events=False)`` or
 ``KOPF_OUTCOMES_EVENTS=0`` turns this off: the lines are then posted as Kopf posts log lines.
@@ -60,7 +61,7 @@ class OutcomeEvents(logging.Filter):
             return True
         posting = getattr(settings, "posting", None)
         if posting is None or record.levelno < posting.level or not getattr(posting, "loggers", True):
-            return True  # nothing to post: as Kopf would do (Kopf >= 1.45 posts log lines only when asked)
+            return True  # nothing to post: as Kopf would do (Kopf >= 1.44 posts log lines only when asked)
         if not posting.enabled:
             record.k8s_skip = True  # the user switched Events off: none, neither ours nor Kopf's
             return True

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+import types
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from click.testing import CliRunner
 from kopf_outcomes import hookimpl
 from kopf_outcomes.cli import main
 from kopf_outcomes.plugins_cli import plugins
+from kopf_outcomes.policy import cli as policy_cli
 from kopf_outcomes.policy.cli import APPLIES_TO, check_policy, explain
 
 POLICY = """\
@@ -30,6 +33,18 @@ outcome = "pending"
 [resources."kopfexamples.kopf.dev"]
 levels = { retry = "WARNING" }
 """
+
+
+INSTALLED_POSTING = policy_cli.default_posting
+
+
+@pytest.fixture(autouse=True)
+def posting_of_kopf_before_1_44(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Events explain names are those of Kopf's default posting settings: pinned here to a Kopf
+    that posts log lines by default (before 1.44), whichever Kopf runs the tests, except where a
+    test puts the installed one's back."""
+    monkeypatch.setattr(policy_cli, "default_posting",
+                        lambda: types.SimpleNamespace(enabled=True, level=logging.INFO, loggers=True))
 
 
 @pytest.fixture
@@ -137,6 +152,25 @@ def test_explain_the_981_rule(policy: Path) -> None:
     lines = result.stdout.splitlines()
     assert 'decided by:  exceptions."kopf.TemporaryError"' in lines
     assert "outcome:     retry in 60s: 'not yet'; logged at INFO: a Normal Event" in lines
+
+
+def test_explain_says_no_event_is_posted_where_kopfs_defaults_post_no_log_line(
+        policy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44, finding 10: explain said "logged at INFO: a Normal Event" where Kopf's default
+    posting settings post no Event (Kopf >= 1.44: ``settings.posting.loggers`` is off by default;
+    it came in 1.41, on)."""
+    import kopf
+    from packaging.version import Version
+    monkeypatch.setattr(policy_cli, "default_posting", INSTALLED_POSTING)
+    result = invoke(explain, "--policy", policy, "--handler", "create_fn", "--exception", "kopf.TemporaryError",
+                    "--message", "not yet")
+    assert result.exit_code == 0, result.output
+    if Version(metadata.version("kopf")) >= Version("1.44"):
+        expected = ("outcome:     retry in 60s: 'not yet'; logged at INFO: no Event by Kopf's default settings "
+                    "(a Normal Event with settings.posting.loggers = True)")
+    else:
+        expected = "outcome:     retry in 60s: 'not yet'; logged at INFO: a Normal Event"
+    assert expected in result.stdout.splitlines(), (kopf.__file__, result.stdout)
 
 
 def test_explain_handler_rule_over_the_top_level(policy: Path) -> None:

@@ -10,10 +10,13 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import click
+import kopf
 
 from kopf_outcomes import builtin, engine
+from kopf_outcomes.events import event_type
 from kopf_outcomes.finalizer import retains
 from kopf_outcomes.kinds import STOCK, Kind
 from kopf_outcomes.manager import PluginManager
@@ -209,7 +212,7 @@ def _fields(model: ExceptionRule | Backoff) -> str:
 
 
 def _describe(outcome: Outcome, run: HandlerRun, on_delete: str) -> str:
-    """The outcome, its log level, and the Kubernetes Event Kopf posts for it by default."""
+    """The outcome, its log level, and the Kubernetes Event posted for it by Kopf's default settings."""
     if isinstance(outcome, Success):
         return f"success (result {outcome.result!r}); logged at INFO: {_event(logging.INFO)}"
     if isinstance(outcome, Pending):
@@ -227,10 +230,20 @@ def _describe(outcome: Outcome, run: HandlerRun, on_delete: str) -> str:
     return repr(outcome)
 
 
+def default_posting() -> Any:  # Kopf exports no name for its PostingSettings
+    """Kopf's posting settings as an operator starts with them (the installed Kopf's defaults)."""
+    return kopf.OperatorSettings().posting
+
+
 def _event(level: int) -> str:
-    """Kopf's own mapping of log levels to Event types, at its default posting level (INFO)."""
-    if level < logging.INFO:
+    """The Event that a line at this level posts with the installed Kopf's default posting settings:
+    outcome lines are log lines, and Kopf posts log lines only where its settings say so
+    (docs/outcomes.md, "Log levels and Kubernetes Events", says since which Kopf)."""
+    posting = default_posting()
+    kind = event_type(level)
+    event = f"an {kind} Event" if kind == "Error" else f"a {kind} Event"
+    if level < posting.level:
         return "no Event"
-    kind = ("Normal" if level <= logging.INFO else "Warning" if level <= logging.WARNING
-            else "Error" if level <= logging.ERROR else "Fatal")
-    return f"an {kind} Event" if kind == "Error" else f"a {kind} Event"
+    if not getattr(posting, "loggers", True):  # a Kopf without the switch posts every log line
+        return f"no Event by Kopf's default settings ({event} with settings.posting.loggers = True)"
+    return event
