@@ -258,3 +258,20 @@ def test_idle_series_of_the_waiting_gauge_are_bounded():
         observer.gone({"metadata": {"uid": str(index)}})
     assert len(observer.waiting.counts()) == limit
     assert value(registry, "kopf_outcomes_handlers_waiting", resource=R, handler="h0", state="pending") is None
+
+
+def test_the_wait_clock_keeps_nothing_for_sub_handler_ids_that_stopped_running():
+    """Issue 44, finding 9: a sub-handler id built from data (a new one per update) that waited and
+    then was never run again kept its clock entry until the object was deleted: 1,000 updates,
+    1,000 entries. Its wait is Kopf's runtime of it instead (since its first attempt)."""
+    registry = CollectorRegistry()
+    observer = Observer(registry, objects_reported=True)
+    for n in range(1000):
+        observer.outcome(subrun("a", f"item-{n}"), Pending("waiting"))
+    assert len(observer.clock) == 0
+    done = subrun("a", "item-999")._replace(retry=3, runtime=42.0)  # waited: three runs before this one
+    observer.outcome(done, Success(), now=10_000.0)
+    observer.outcome(subrun("a", "item-first-time"), Success(), now=10_000.0)  # did not wait: nothing observed
+    labels = {"resource": R, "handler": "create_fn/*", "cause": "create"}
+    assert value(registry, "kopf_outcomes_handler_wait_seconds_count", **labels) == 1
+    assert value(registry, "kopf_outcomes_handler_wait_seconds_sum", **labels) == 42.0

@@ -12,11 +12,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kopf_outcomes import Fatal, HandlerRun, Outcome, Pending, ResourceRef, Retry, Success
+from kopf_outcomes import Fatal, HandlerRun, Kind, Outcome, Pending, ResourceRef, Retry, Success
 from kopf_outcomes.finalizer import retains as retains_finalizer
 from kopf_outcomes_prometheus.metrics import Metrics
 from kopf_outcomes_prometheus.tracking import WaitClock, Waiting
 
+SUB_HANDLER = Kind.SUBHANDLER.value
 # The engine's fallback after a plugin failed names the plugin in its reason.
 _PLUGIN_FAILURE = re.compile(r"""^plugin (['"])(?P<name>.*?)\1 failed: """)
 
@@ -49,20 +50,31 @@ class Observer:
         now = time.time() if now is None else now
         state: str | None = None
         if isinstance(outcome, Success):
-            started = self.clock.stop(uid, handler, cause)
-            if started is None and waited(run.previous):
-                started = _since(run.previous)  # waited before a restart: the memory knows since when
-            if started is not None:
-                self.metrics.wait.labels(resource, label, cause).observe(max(0.0, now - started))
+            waited_for = self._waited(run, uid, cause, now)
+            if waited_for is not None:
+                self.metrics.wait.labels(resource, label, cause).observe(max(0.0, waited_for))
             self.clock.forget(uid, handler)
         elif isinstance(outcome, (Pending, Retry)):
-            self.clock.start(uid, handler, cause, now)
+            if run.kind != SUB_HANDLER:
+                self.clock.start(uid, handler, cause, now)
             state = "pending" if isinstance(outcome, Pending) else "retrying"
         elif isinstance(outcome, Fatal):
             self.clock.forget(uid, handler)
             state = "retained" if retains(run, outcome) else None
         if self.waiting is not None:
             self.waiting.set(uid, resource, handler, state, label)
+
+    def _waited(self, run: HandlerRun, uid: str, cause: str, now: float) -> float | None:
+        """How long the handler waited before this Success, if it did. A sub-handler's id may be
+        built from data (one per item, a new one per change): a clock of ours would keep an entry
+        for every id that stopped running. Its wait is Kopf's own runtime of it instead, the time
+        since its first attempt, kept in the object's progress and gone with its parent's."""
+        if run.kind == SUB_HANDLER:
+            return run.runtime if run.retry > 0 else None  # earlier attempts that did not conclude: it waited
+        started = self.clock.stop(uid, run.handler_id, cause)
+        if started is None and waited(run.previous):
+            started = _since(run.previous)  # waited before a restart: the memory knows since when
+        return None if started is None else now - started
 
     def object(self, resource: ResourceRef | None, body: Mapping[str, Any], waiting: Mapping[str, str]) -> None:
         """The core's report of one object's waiting handlers, on every cycle (restarts included)."""
@@ -88,7 +100,7 @@ def handler_label(handler_id: str, kind: str) -> str:
     """The ``handler`` label: a handler's id, bounded by the operator's code. A sub-handler's id
     may be built from data (one per item, per object), so sub-handlers are counted together
     under the first segment of their id (their declared handler's) as ``<handler>/*``."""
-    return f"{handler_id.split('/', 1)[0]}/*" if kind == "sub-handler" else handler_id
+    return f"{handler_id.split('/', 1)[0]}/*" if kind == SUB_HANDLER else handler_id
 
 
 def waited(previous: Mapping[str, Any] | None) -> bool:
