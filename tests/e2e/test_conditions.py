@@ -244,3 +244,21 @@ async def test_types_under_the_longest_finalizer_prefix_are_accepted_by_the_api_
         kinds = await eventually(all_written, timeout=30, what="four conditions")
         assert max(len(kind) for kind in kinds) == 316
         assert not [r for r in op.records() if _HTTP_422.search(r.message) or "Unprocessable" in r.message]
+
+
+@pytest.mark.parametrize("foreign", [["Ready"], {"Ready": "True"}], ids=["strings", "a-map"])
+async def test_a_deletion_completes_despite_another_tools_shape_of_conditions(objects, namespace, operator, foreign):
+    """Issue 41, finding 5: the plugin raised on ``["Ready"]`` or a map written by another tool, and
+    every run of every handler, deletion included, became a plugin-failure retry that never ended."""
+    async with operator(OPERATOR, **PLUGINS) as op:
+        await create_example(objects, namespace, "foreign")
+        await eventually(lambda: condition(objects, namespace, "foreign", "CreateFnSucceeded", "Succeeded"),
+                         what="the create handler's condition")
+        await objects.patch_namespaced_custom_object_status(  # another tool's status.conditions, whole
+            "kopf.dev", "v1", namespace, "kopfexamples", "foreign", {"status": {"conditions": foreign}},
+            _content_type="application/merge-patch+json")
+        await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", "foreign")
+        await eventually(lambda: gone(objects, namespace, "foreign"), timeout=30, what="the object to go")
+        assert not [r for r in op.records() if r.level == "ERROR"]
+        warned = [r for r in op.records() if r.level == "WARNING" and "conditions plugin ignores" in r.message]
+        assert len(warned) == 1
