@@ -159,3 +159,26 @@ async def test_the_summary_takes_the_oldest_generation_its_cause_s_handlers_saw(
     written = server.conditions()
     assert written["CreateBSucceeded"]["observedGeneration"] == 2
     assert (written["HandlersSucceeded"]["status"], written["HandlersSucceeded"]["observedGeneration"]) == ("True", 1)
+
+
+async def test_a_parents_sub_handlers_do_not_make_the_summary_true_before_the_parent_concluded(
+        installed: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.create("kopf.dev", "v1", "kopfexamples", registry=registry, id="parent")
+    def parent(**_: Any) -> None:
+        for item in ("one", "two"):
+            @kopf.subhandler(id=item)
+            def child(**_: Any) -> None:
+                pass
+
+    server = Server(_object())
+    del server.body["metadata"]["finalizers"]
+    summaries = []
+    for _ in range(4):
+        await _cycle(server, registry, monkeypatch)
+        summaries.append(server.conditions()["HandlersSucceeded"]["status"])
+        if "ParentSucceeded" in server.conditions():
+            break
+    assert summaries[-1] == "True" and set(summaries[:-1]) == {"False"}
+    assert {"ParentOneSucceeded", "ParentTwoSucceeded", "ParentSucceeded"} <= set(server.conditions())
