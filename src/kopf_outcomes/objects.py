@@ -23,7 +23,7 @@ import collections
 import hashlib
 import json
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 import kopf
@@ -69,15 +69,32 @@ declared: set[bool] = set()
 
 
 def lookup(sources: Iterable[Source], body: Mapping[str, Any], indices: Mapping[str, Any]) -> tuple[ObjectRef, ...]:
-    """The objects these sources name for this object now, from Kopf's indices, in a stable order."""
-    found: dict[tuple[str, str, str], ObjectRef] = {}  # by identity: fields may hold lists or dicts
+    """The objects these sources name for this object now, from Kopf's indices, in a stable order.
+    An object that several sources name is one, with every source's ``fields``: their paths
+    merged and sorted (whatever the order of the sources); one source's keep its order."""
+    found: dict[tuple[str, str, str], dict[Source, ObjectRef]] = {}  # by identity: fields may hold lists or dicts
     for source in sources:
         index = indices[source.index]
         for key in source.keys(body):
             if key in index:
-                found.update(((ref.namespace or "", ref.name, ref.uid), ref) for ref in index[key]
-                             if isinstance(ref, ObjectRef))
-    return tuple(found[key] for key in sorted(found))
+                for ref in index[key]:
+                    if isinstance(ref, ObjectRef):
+                        found.setdefault((ref.namespace or "", ref.name, ref.uid), {})[source] = ref
+    return tuple(_merged(found[key]) for key in sorted(found))
+
+
+def _merged(named: Mapping[Source, ObjectRef]) -> ObjectRef:
+    """One object as several sources see it: the fields of each (by path; the first source by
+    index name decides the rest, so that the order of the sources changes nothing)."""
+    if len(named) == 1:
+        [ref] = named.values()
+        return ref
+    values: dict[str, object] = {}
+    for source in sorted(named, key=lambda source: source.index):
+        values.update((path, value) for path, value in zip(source.fields, named[source].fields, strict=True)
+                      if path not in values)
+    first = named[min(named, key=lambda source: source.index)]
+    return first._replace(fields=tuple(values[path] for path in sorted(values)))
 
 
 def unindexed(sources: Iterable[Source], indices: Mapping[str, Any]) -> list[Source]:
@@ -97,8 +114,8 @@ def fingerprint(refs: tuple[ObjectRef, ...]) -> str:
 
 # The parked objects' workers, waiting for a change of their other objects, by wake key.
 _waiters: dict[str, set[asyncio.Event]] = {}
-# The label selectors of the sources, by index name: which objects a selector wakes for.
-_selectors: dict[str, Source] = {}
+# Every source, by index name: what an object of its resource is indexed (and woken) under.
+_sources: dict[str, Source] = {}
 
 
 def wait(keys: Iterable[str], event: asyncio.Event) -> Callable[[], None]:
@@ -117,17 +134,18 @@ def wait(keys: Iterable[str], event: asyncio.Event) -> Callable[[], None]:
     return forget
 
 
-def changed(body: object, *, gone: bool = False) -> None:
-    """An object of any watched resource changed or went: wake the parked objects that may
-    depend on it (its owners; those naming it; selectors matching its labels), now or before
+def changed(body: object, *, gone: bool = False, indices: Collection[str] | None = None) -> None:
+    """An object changed or went: wake the parked objects that may depend on it, now or before
     this change (an object orphaned, or whose labels stop matching, leaves its parents' objects
-    too). A wake-up only compares the parent's objects with what its handler saw: a needless one
-    runs nothing."""
+    too): those under whose keys it is in the indices of ours that its resource fills
+    (``indices``: by Kopf's matching of the resource; None where unknown: every one). A wake-up
+    only compares the parent's objects with what its handler saw: a needless one runs nothing."""
     if not isinstance(body, Mapping):
         return
     metadata = body.get("metadata") or {}
     uid = str(metadata.get("uid", ""))
-    keys = _wake_keys(body)
+    keys = _wake_keys(body, _sources.values() if indices is None else
+                      [_sources[index] for index in indices if index in _sources])
     before = _last_keys.pop(uid, ()) if gone else _last_keys.get(uid, ())
     if not gone:
         _last_keys[uid] = keys
@@ -144,15 +162,9 @@ _last_keys: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedD
 LAST_KEYS_LIMIT = 65536
 
 
-def _wake_keys(body: Mapping[str, Any]) -> tuple[str, ...]:
-    metadata = body.get("metadata") or {}
-    namespace = metadata.get("namespace") or ""
-    owners = metadata.get("ownerReferences")
-    keys = [f"uid:{owner.get('uid')}" for owner in owners if isinstance(owner, Mapping)] \
-        if isinstance(owners, list) else []
-    keys.append(f"ref:{namespace}/{metadata.get('name', '')}")
-    keys.extend(f"sel:{index}:{key}" for index, source in _selectors.items() for key in source.entries(body))
-    return tuple(keys)
+def _wake_keys(body: Mapping[str, Any], sources: Iterable[Source]) -> tuple[str, ...]:
+    """The keys under which the object is in these sources' indices (:meth:`Source.wake_keys`)."""
+    return tuple(f"{source.index}:{key}" for source in sources for key in source.entries(body))
 
 
 _watched: weakref.WeakKeyDictionary[kopf.OperatorRegistry, set[str]] = weakref.WeakKeyDictionary()
@@ -164,8 +176,7 @@ def _watch(source: Source, registry: kopf.OperatorRegistry) -> None:
     if source.index in indexed:
         return
     indexed.add(source.index)
-    if source.how == "selected":
-        _selectors[source.index] = source
+    _sources[source.index] = source
 
     async def index(body: Mapping[str, Any], **_: Any) -> dict[str, ObjectRef]:
         return source.entries(body)  # {} when it no longer qualifies: Kopf drops its old entries

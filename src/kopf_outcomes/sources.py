@@ -77,24 +77,31 @@ class Source:
         return True
 
     def wake_keys(self, body: Mapping[str, Any]) -> list[str]:
-        """What wakes the dependent object (the parent): see :func:`changed`."""
-        metadata = body.get("metadata") or {}
-        if self.how == "owned":
-            return [f"uid:{metadata.get('uid', '')}"]
-        if self.how == "selected":
-            return [f"sel:{self.index}:{key}" for key in self.keys(body)]
-        return [f"ref:{key}" for key in self.keys(body)]
+        """What wakes the dependent object (the parent): a change of an object that is or was
+        under one of its keys in this source's index (see :func:`changed`). A key names the
+        index, hence the resource: a ConfigMap named like a referenced Secret wakes no one."""
+        return [f"{self.index}:{key}" for key in self.keys(body)]
+
+    def namespaces(self, body: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """Where the dependent object's (the parent's) objects may be: its namespace for its
+        children and selections; the namespaces its references name ("" for a cluster-scoped
+        object); None for any namespace (the children and selections of a cluster-scoped object)."""
+        own = (body.get("metadata") or {}).get("namespace") or ""
+        if self.how != "referenced":
+            return (own,) if own else None
+        return tuple(dict.fromkeys(key.partition("/")[0] for key in self.keys(body)))
 
     def keys(self, body: Mapping[str, Any]) -> list[str]:
         """The keys of the dependent object (the parent) into the index: in its namespace, and
         cluster-wide (a resource is one or the other: the resource's own scope decides); for a
-        reference that names its namespace, there."""
+        reference that names its namespace, there; for a selection by a cluster-scoped object, in
+        every namespace (:data:`EVERYWHERE`)."""
         metadata = body.get("metadata") or {}
         if self.how == "owned":
             return [str(metadata.get("uid", ""))]
         own = metadata.get("namespace") or ""
-        scopes = list(dict.fromkeys([own, ""]))
         if self.how == "selected":
+            scopes = [own, ""] if own else [EVERYWHERE]
             computed = [templates.render(value, body) for _, value in self.conditions
                         if isinstance(value, str) and templates.is_template(value)]
             if any(value is None or isinstance(value, (Mapping, list)) for value in computed):
@@ -102,6 +109,7 @@ class Source:
             labelled = sum(templates.is_template(value) for _, value in self.labels)
             computed = [str(value) if index < labelled else value for index, value in enumerate(computed)]
             return [_selection_key(scope, computed) for scope in scopes]
+        scopes = list(dict.fromkeys([own, ""]))
         return [key for name in _references(paths.resolve(body, self.field or ""))
                 for key in ([f"{name[0]}/{name[1]}"] if name[0] is not None else
                             [f"{scope}/{name[1]}" for scope in scopes])]
@@ -125,8 +133,13 @@ class Source:
                     found.append(actual)
                 elif actual != value:
                     return {}
-            return {_selection_key(ref.namespace or "", found): ref}
+            return {_selection_key(scope, found): ref for scope in (ref.namespace or "", EVERYWHERE)}
         return {f"{ref.namespace or ''}/{ref.name}": ref}
+
+
+# The scope of a selection under which every object is also indexed, in whatever namespace it is:
+# a cluster-scoped object selects its objects in every namespace (no namespace is named "*").
+EVERYWHERE = "*"
 
 
 def _selection_key(scope: str, computed: list[object]) -> str:
@@ -163,7 +176,8 @@ def referenced(*resource: str, field: str | Sequence[str], fields: Iterable[str 
     """The objects of this resource named by ``field`` of the object: a name (in the object's
     namespace), ``"namespace/name"``, ``{"name": ..., "namespace": ...}``, or a list of these:
     ``referenced("v1", "secrets", field="spec.secretRef")``. Objects in other namespaces are found
-    where the operator watches them (``--all-namespaces``, or a ``--namespace`` for each)."""
+    where the operator watches them (``--all-namespaces``, or a ``--namespace`` for each); where it
+    does not, they are unknown, and the handler is held."""
     [field] = _paths([field], "referenced", "field")
     return Source("referenced", _resource(resource, "referenced"), field=field,
                   fields=_paths(fields, "referenced", "fields"))
@@ -172,8 +186,9 @@ def referenced(*resource: str, field: str | Sequence[str], fields: Iterable[str 
 def selected(*resource: str, labels: Mapping[str, str] | None = None,
              where: Mapping[str | tuple[str, ...], object] | None = None,
              fields: Iterable[str | Sequence[str]] = ()) -> Source:
-    """The objects of this resource in the object's namespace with these labels, and/or with
-    these values at these field paths (``where``). A value may be computed from the object with
+    """The objects of this resource in the object's namespace (for a cluster-scoped object: in
+    every namespace, and cluster-wide) with these labels, and/or with these values at these field
+    paths (``where``). A value may be computed from the object with
     placeholders of its field paths, so that each object selects its own:
 
         selected("batch/v1", "jobs", labels={"example.com/cluster": "{metadata.name}"})

@@ -10,6 +10,7 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import installation, memory
+from kopf_outcomes._kopf import listing
 
 
 class Collector(logging.Handler):
@@ -50,6 +51,13 @@ def collector(logger: logging.Logger) -> Collector:
 def _fresh_garbage_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     """``memory._reported_garbage`` is module-level: each test starts with none reported."""
     monkeypatch.setattr(memory, "_reported_garbage", type(memory._reported_garbage)())
+
+
+@pytest.fixture(autouse=True)
+def _no_watchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where Kopf's watchers watch (``listing``) is module-level: each test starts with none seen."""
+    monkeypatch.setattr(listing, "_scopes", {})
+    monkeypatch.setattr(listing, "_watching", set())
 
 
 @pytest.fixture(autouse=True)

@@ -19,9 +19,9 @@ from kopf._cogs.clients import errors as api_errors
 from kopf._cogs.configs import configuration
 from kopf._cogs.structs import bodies, ephemera, patches, references
 from kopf._core.actions import application, execution, lifecycles, progression
-from kopf._core.engines import activities, admission, daemons
+from kopf._core.engines import activities, admission, daemons, indexing
 from kopf._core.intents import causes, registries, stoppers
-from kopf._core.reactor import inventory, processing
+from kopf._core.reactor import inventory, processing, queueing
 
 __all__ = [
     "RESOURCE",
@@ -39,8 +39,10 @@ __all__ = [
     "daemons",
     "ephemera",
     "handler_of",
+    "indexing",
     "lifecycles",
     "processing",
+    "queueing",
     "references",
     "progression",
     "body_after",

@@ -66,7 +66,7 @@ def test_lookup_reads_kopfs_indices_in_a_stable_order_and_the_fingerprint_follow
 
 async def test_a_change_wakes_exactly_the_waiters_whose_keys_it_has():
     owned, selected = kopf_outcomes.owned("v1", "configmaps"), kopf_outcomes.selected("v1", "pods", labels={"a": "1"})
-    objects._selectors[selected.index] = selected
+    objects._sources.update({owned.index: owned, selected.index: selected})
     by_owner, by_label, other = asyncio.Event(), asyncio.Event(), asyncio.Event()
     forgets = [objects.wait(owned.wake_keys(PARENT), by_owner), objects.wait(selected.wake_keys(PARENT), by_label),
                objects.wait(["uid:someone-else"], other)]
@@ -78,7 +78,7 @@ async def test_a_change_wakes_exactly_the_waiters_whose_keys_it_has():
     finally:
         for forget in forgets:
             forget()
-        del objects._selectors[selected.index]
+        del objects._sources[owned.index], objects._sources[selected.index]
     assert objects._waiters == {}  # forgotten: nothing kept per object
 
 

@@ -147,6 +147,7 @@ async def test_two_handlers_woken_by_their_objects_both_run_under_kopfs_default_
 
 async def test_a_child_that_is_orphaned_wakes_its_former_owner():
     owned = kopf_outcomes.owned("v1", "configmaps")
+    objects._sources[owned.index] = owned
     woken = asyncio.Event()
     objects.changed(a_child("c", UID))  # Kopf's listing: owned by the parent
     forget = objects.wait(owned.wake_keys(BODY), woken)
@@ -158,11 +159,12 @@ async def test_a_child_that_is_orphaned_wakes_its_former_owner():
         assert woken.is_set()  # was: not woken (only the owners the new body names are)
     finally:
         forget()
+        del objects._sources[owned.index]
 
 
 async def test_a_child_whose_labels_no_longer_match_wakes_the_selecting_parents():
     selected = kopf_outcomes.selected("v1", "pods", labels={"app": "db"})
-    objects._selectors[selected.index] = selected
+    objects._sources[selected.index] = selected
     woken = asyncio.Event()
     objects.changed(a_child("pod", labels={"app": "db"}))  # Kopf's listing: selected
     forget = objects.wait(selected.wake_keys(BODY), woken)
@@ -171,7 +173,7 @@ async def test_a_child_whose_labels_no_longer_match_wakes_the_selecting_parents(
         assert woken.is_set()  # was: not woken
     finally:
         forget()
-        del objects._selectors[selected.index]
+        del objects._sources[selected.index]
 
 
 # --- 5. A missing index (registry= forgotten) reads as "no objects": a finalizer released --------

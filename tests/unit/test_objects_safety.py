@@ -320,6 +320,9 @@ async def test_a_handler_whose_objects_are_still_being_listed_is_held_until_they
         runs.append(len(kopf_outcomes.recall().objects))
         return kopf_outcomes.Pending("children remain") if kopf_outcomes.recall().objects else None
 
+    listed = KopfWatcher(registry, namespace=NS)  # the parent's namespace, watched from the start
+    listed_task = await listed.start()
+    await listed.indexed.drop_toggle(listed.toggle)
     watcher = KopfWatcher(registry)
     task = await watcher.start()
     try:
@@ -340,7 +343,8 @@ async def test_a_handler_whose_objects_are_still_being_listed_is_held_until_they
         assert runs == [1]
     finally:
         watcher.stopped.set()
-        await task
+        listed.stopped.set()
+        await asyncio.gather(task, listed_task)
 
 
 async def test_a_forbidden_listing_names_the_permission_to_grant(

@@ -61,9 +61,9 @@ def kopf_index(source: objects.Source, *bodies: dict[str, Any]) -> dict[str, Any
 @pytest.fixture()
 def selector() -> Iterator[objects.Source]:
     source = kopf_outcomes.selected("batch/v1", "jobs", labels={CLUSTER: "{metadata.name}"})
-    objects._selectors[source.index] = source
+    objects._sources[source.index] = source
     yield source
-    del objects._selectors[source.index]
+    del objects._sources[source.index]
 
 
 def test_children_selected_by_a_label_computed_from_the_parent_are_each_parents_own(selector):
@@ -157,6 +157,7 @@ def test_references_to_other_namespaces_are_found_in_the_index():
 
 async def test_a_referenced_object_in_another_namespace_wakes_its_parent():
     source = kopf_outcomes.referenced("v1", "secrets", field="spec.secretRef")
+    objects._sources[source.index] = source
     woken = asyncio.Event()
     forget = objects.wait(source.wake_keys(parent("p", secretRef="vault/creds")), woken)
     try:
@@ -166,3 +167,4 @@ async def test_a_referenced_object_in_another_namespace_wakes_its_parent():
         assert woken.is_set()
     finally:
         forget()
+        del objects._sources[source.index]

@@ -65,7 +65,7 @@ async def _run_deletion(selectors: dict[str, str], source: Any, children: list[d
         runs.append(len(kopf_outcomes.recall().objects))
         return kopf_outcomes.Pending("children remain") if kopf_outcomes.recall().objects else None
 
-    watcher = KopfWatcher(registry, settings=settings)
+    watcher = KopfWatcher(registry, namespace=BODY["metadata"]["namespace"], settings=settings)  # the parent's
     task = await watcher.start()
     await watcher.indexed.drop_toggle(watcher.toggle)  # listed: what the server sent is all there is
     try:

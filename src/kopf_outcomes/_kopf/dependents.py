@@ -32,8 +32,10 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
     Before any handler runs: the other objects of each change handler that depends on some; and
     the handlers whose objects are unknown, which must not run as if none existed (a deletion
     would release its finalizer with its children left), with when to look again (None: at the
-    object's next change). Unknown: an index the operator does not have; one whose listing is under
-    way (:mod:`.listing`: a namespace that appeared after the start); a sub-handler's objects (held,
+    object's next change). Unknown: an index the operator does not have; objects where Kopf does not
+    watch them (:func:`.listing.unwatched`: a reference into a namespace not served, the children of
+    a cluster-scoped object under ``--namespace``); one whose listing is under way (:mod:`.listing`:
+    a namespace that appeared after the start); a sub-handler's objects (held,
     its parent parked). Another kind is told once that its objects are unknown: it runs, and
     ``recall().objects`` raises there (:func:`unknown_objects`).
     """
@@ -76,6 +78,15 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
                                     " the same fixed labels in the source (selected(..., labels=...)), or select"
                                     " nothing on the server for that resource.")
             continue
+        outside = [f"{'/'.join(source.resource)} in {where}" for source in sources
+                   if (where := listing.unwatched(source.index, source.namespaces(body)))]
+        if outside:
+            unknown[str(handler.id)] = UNWATCHED_RECHECK
+            _refuse(handler, cause, f"{handler} depends on other objects where the operator does not watch them"
+                                    f" ({'; '.join(outside)}): they are unknown, not none. It does not run, and its"
+                                    " object keeps its finalizer. Run the operator with a --namespace for that"
+                                    " namespace too, or with --all-namespaces (cluster-wide).")
+            continue
         being_listed = listing.unlisted({source.index for source in sources})
         if being_listed:
             unknown[str(handler.id)] = LISTING_RECHECK
@@ -89,6 +100,7 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
 
 
 LISTING_RECHECK = 1.0  # seconds: how often a handler held for a listing under way looks again (no writes)
+UNWATCHED_RECHECK = 60.0  # seconds: how often one held for an unwatched namespace looks again (one may appear)
 
 
 class UnknownObjects(tuple):  # type: ignore[type-arg]

@@ -13,7 +13,9 @@ Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf
 function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases
 as before. Before 1.38 it adds to that patch before our memory's conclusion is in it: there the
 memory cannot be read as the cycle leaves it, and Kopf releases as stock Kopf does (a known limit).
-A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object;
+A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object of
+the resource it shards (whose handlers filter by its label, :func:`shards_resource`); the objects of
+every other resource are released as stock Kopf releases them;
 since the shards share the finalizer, Kopf queues that removal on every event of every other shard's
 object, so a patch that holds nothing else costs no copy and diff of the body (:func:`wrap_json_patch`).
 The way out stays a person's: the release annotation (naming the handler, or ``*``), or a handler
@@ -22,6 +24,7 @@ removed from the code (its memory is then no one's: Kopf releases as it would).
 from __future__ import annotations
 
 import collections
+import contextvars
 import functools
 import logging
 import weakref
@@ -29,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kopf_outcomes import memory, shards
-from kopf_outcomes._kopf.internals import deletion_ids, operator_registry
+from kopf_outcomes._kopf.internals import deletion_ids, filters_by_label, operator_registry
 
 _LOGGER = logging.getLogger("kopf_outcomes")
 WAITING = frozenset({"pending", "retained"})
@@ -39,6 +42,25 @@ _told: collections.OrderedDict[tuple[str, tuple[str, ...]], None] = collections.
 TOLD_LIMIT = 65536
 
 _wrappers: weakref.WeakSet[Callable[..., None]] = weakref.WeakSet()  # every allow_deletion of wrap()
+
+# Whether the object of this worker is of a resource that the declared shard divides: set by Kopf's
+# worker (:func:`shards_resource`); None outside it, where unknown: refused as another shard's.
+sharded: contextvars.ContextVar[bool | None] = contextvars.ContextVar("kopf_outcomes_sharded", default=None)
+
+
+def shards_resource(registry: Any, resource: Any) -> bool | None:
+    """Whether the declared shard divides this resource: some handler of it that needs Kopf's
+    finalizer filters by the shard's label (no shard: False; unknown: None)."""
+    if shards.declared is None:
+        return False
+    if registry is None or resource is None:
+        return None
+    return filters_by_label(registry, resource, shards.declared[0])
+
+
+def _others(body: Mapping[str, Any]) -> bool:
+    """Whether the object is another shard's (or waits for one): of the sharded resource only."""
+    return shards.others(body) and sharded.get() is not False
 
 
 def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
@@ -74,7 +96,7 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
         body = kwargs["body"] if "body" in kwargs else args[0]
         finalizer = kwargs.get("finalizer")
         if isinstance(body, Mapping) and isinstance(finalizer, str):
-            if shards.others(body):
+            if _others(body):
                 return None  # another shard's object (or waiting for one): its finalizer is not ours to remove
             held = [] if "patch" in kwargs else waiting(body, finalizer)  # Kopf < 1.38: see below
             if held:
@@ -103,7 +125,7 @@ def wrap_json_patch(original: Callable[..., Any]) -> Callable[..., Any]:
             fns = getattr(self, "fns", None)
             body = args[0] if args else kwargs.get("body")
             body = body if body is not None else getattr(self, "_original", None)
-            if fns and isinstance(body, Mapping) and all(_refused_removal(fn) for fn in fns) and shards.others(body):
+            if fns and isinstance(body, Mapping) and all(_refused_removal(fn) for fn in fns) and _others(body):
                 return []
         return original(self, *args, **kwargs)
     return as_json_patch

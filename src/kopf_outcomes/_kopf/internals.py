@@ -56,7 +56,8 @@ __all__ = [
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
     "LifeCycleFn", "OperatorSettings", "State", "application",
-    "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "finalizers",
+    "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label",
+    "finalizers",
     "handler_var", "kind_of", "patches",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
@@ -196,6 +197,14 @@ def index_ids(registry: Any, resource: Any) -> frozenset[str]:
     """The ids of the operator's indexers of this resource (Kopf's own matching of a handler)."""
     return frozenset(str(handler.id) for handler in registry._indexing.get_all_handlers()
                      if handler.selector is None or handler.selector.check(resource))
+
+
+def filters_by_label(registry: Any, resource: Any, label: str) -> bool:
+    """Whether some handler of this resource that needs Kopf's finalizer (a change handler, a
+    daemon or timer) filters its objects by this label (``labels=``; Kopf's own matching)."""
+    return any(label in (handler.labels or {})
+               for handler in (*registry._changing.get_all_handlers(), *registry._spawning.get_all_handlers())
+               if handler.selector is not None and handler.selector.check(resource))
 
 
 _deletion_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()

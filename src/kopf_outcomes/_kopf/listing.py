@@ -9,6 +9,10 @@ watcher stops asking once the operator was indexed): a cluster-scoped parent of 
 new namespace, a reference into it. ``dependents.take`` holds those handlers while
 :func:`unlisted` names a listing still under way.
 
+Where Kopf does not watch the resource at all (a namespace outside ``--namespace``: a reference
+into it, the children of a cluster-scoped object there), its objects are unknown too:
+:func:`unwatched` names it, and ``dependents.take`` holds those handlers.
+
 A listing the operator may not do (403 Forbidden) Kopf retries with its error backoffs, at ERROR
 each time, and then stops the operator (its watcher fails): every finalizer stays.
 :func:`watched` adds the one ERROR that names the permission to grant.
@@ -51,7 +55,11 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     what = f"{resource.plural} ({resource.group or 'core'}/{resource.version})" + (
         f" in namespace {namespace!r}" if namespace is not None else " cluster-wide")
     ids = index_ids(registry, resource)
-    selection.watched(kwargs.get("settings"), resource, [i for i in ids if i.startswith(OWN_INDEX_PREFIX)])
+    own = [index_id for index_id in ids if index_id.startswith(OWN_INDEX_PREFIX)]
+    selection.watched(kwargs.get("settings"), resource, own)
+    _watching.add(True)
+    for index_id in own:
+        _scopes.setdefault(index_id, set()).add(namespace)
     token = next(_tokens)
     _listings[token] = _Listing(ids, what, indexed, toggle)
     try:
@@ -62,6 +70,14 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
         raise
     finally:
         _listings.pop(token, None)
+
+
+def own_indices(registry: Any, resource: Any) -> frozenset[str] | None:
+    """The indices of ours that the objects of this resource fill (Kopf's own matching of the
+    resource: what their changes wake); None where unknown."""
+    if registry is None or resource is None:
+        return None
+    return frozenset(index_id for index_id in index_ids(registry, resource) if index_id.startswith(OWN_INDEX_PREFIX))
 
 
 def forbidden(resource: Any, namespace: str | None, what: str, error: BaseException) -> str:
@@ -85,3 +101,25 @@ def unlisted(ids: Collection[str]) -> list[str]:
         elif not listing.index_ids.isdisjoint(ids):
             found.append(listing.what)
     return found
+
+
+# Where Kopf watches the resource of each of our indices: the namespaces of its watchers (None:
+# cluster-wide), as they started in this process (a namespace deleted since stays: its objects are
+# gone, none is the truth there). Filled before any handler runs: Kopf lists every indexed resource
+# first. No watcher at all (a set: one flag): processing driven without Kopf's watchers, which
+# vouch for nothing.
+_scopes: dict[str, set[str | None]] = {}
+_watching: set[bool] = set()
+
+
+def unwatched(index: str, namespaces: Collection[str] | None) -> str | None:
+    """Where objects of this index may be that Kopf does not watch (None: it watches them all),
+    of those in ``namespaces`` (None: any namespace; "": cluster-scoped, watched cluster-wide)."""
+    scope = _scopes.get(index, set())
+    if not _watching or None in scope:
+        return None
+    watched = f"watched in {', '.join(map(repr, sorted(filter(None, scope))))}" if scope else "watched nowhere"
+    if namespaces is None:
+        return f"any namespace ({watched})"
+    missing = [namespace for namespace in namespaces if namespace and namespace not in scope]
+    return f"namespace {', '.join(map(repr, missing))} ({watched})" if missing else None
