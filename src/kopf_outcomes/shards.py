@@ -6,8 +6,10 @@ changes shard while its deletion waits is continued where it moves, from the mem
 Stock Kopf cannot share a finalizer between shards that filter by label: a shard removes it from
 every object its handlers do not match ("no handlers requiring it"), the shard that matches adds it
 back, without end (Kopf issue 664); and mid-deletion that removal releases the object while its
-handler waits. A declared shard therefore never removes the finalizer of an object that carries
-another value of the label, or none: that object is another shard's (or waits for one).
+handler waits. A declared shard therefore never removes the finalizer of an object of its sharded
+resource (one whose handlers filter by the label) that carries another value of the label, or
+none: that object is another shard's (or waits for one). The operator's other resources are not
+sharded: stock Kopf releases their objects.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ def shard(label: str, value: str) -> dict[str, str]:
     """
     Declare this process a shard: it serves the objects whose ``label`` is ``value``. Returns the
     ``labels=`` filter of its handlers (``@kopf.on.delete(..., labels=kopf_outcomes.shard(...))``).
-    The finalizer of another shard's object (another value, or no label) is then never removed here.
+    The finalizer of another shard's object (another value, or no label) of a resource whose
+    handlers filter by this label is then never removed here.
     """
     global declared
     if not isinstance(label, str) or not label:
