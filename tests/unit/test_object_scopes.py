@@ -13,7 +13,7 @@ import copy
 import functools
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import kopf
 import pytest
@@ -108,6 +108,15 @@ def body(name: str, namespace: str | None = NS, *, kind: str = "KopfExample", ap
     return {"apiVersion": api, "kind": kind, "metadata": meta, **fields}
 
 
+class _Pressed(asyncio.Event):
+    """Kopf's stream pressure where the end of the stream is queued: whoever would sleep until the
+    next event (a held handler's recheck, Kopf's own waits) finds it there at once."""
+
+    async def wait(self) -> Literal[True]:
+        self.set()
+        return await super().wait()
+
+
 class Operator:
     """One operator's Kopf machinery around a registry: its indexers, and each object's events
     processed by Kopf's worker (ours around it, as installed) and Kopf's processing."""
@@ -141,9 +150,9 @@ class Operator:
             processing.process_resource_event, lifecycle=lifecycles.all_at_once, indexers=self.indexers,
             registry=self.registry, settings=self.settings, memories=self.memories, memobase=ephemera.Memo(),
             resource=resource, event_queue=asyncio.Queue())
-        pressure = asyncio.Event()
-        pressure.set()  # the end of the stream is queued: a held handler's recheck does not sleep
+        pressure = _Pressed()
         await queueing.worker(signaller=asyncio.Condition(), settings=self.settings, processor=processor,
+                              resource_indexed=None, operator_indexed=None,
                               streams={key: queueing.Stream(backlog, pressure)}, key=key)
 
 
