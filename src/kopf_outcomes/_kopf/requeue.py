@@ -169,7 +169,7 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
         registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
         held.sharded.set(held.shards_resource(registry, resource))  # a declared shard refuses only its resource's
-        filled = listing.own_indices(registry, resource)  # the indices of ours that this object is in: whom it wakes
+        filled = listing.own_indices(registry, resource) if objects.declared else None  # whom its changes wake
         _runs.set({})
         selected = selection.server_selection(settings, resource)  # what the API server sends of it (Kopf 1.45)
 
