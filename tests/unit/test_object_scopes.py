@@ -25,6 +25,7 @@ from tests.unit.conftest import Collector
 from tests.unit.kopf_objects import (
     Reason,
     aiotoggles,
+    api,
     body_after,
     changing_cause,
     configuration,
@@ -60,7 +61,6 @@ _current: list[Mapping[str, Any]] = [{}]
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Kopf's PATCH requests (no cluster in unit tests), answered with the object as patched."""
-    from kopf._cogs.clients import api  # noqa: PLC0415  # as test_foreign_objects: Kopf's own client
     requests: list[Any] = []
 
     async def patch(*, payload: Any, **_: Any) -> Any:
