@@ -142,3 +142,48 @@ def test_a_pending_under_an_escalation_shows_its_deadline():
     got = report(KIND, found, now=NOW)
     assert got["handlers"][0]["escalatesAt"] == "2026-12-02T12:08:30+00:00"
     assert "on any change; escalates at 2026-12-02T12:08:30Z" in render.why(got)
+
+
+MALFORMED = ["{not json", "[1, 2]", '"a string"', "5"]
+
+
+@pytest.mark.parametrize("value", MALFORMED)
+def test_malformed_progress_in_an_annotation_is_reported_for_its_handler_and_the_rest_read(value):
+    """Issue 44, finding 4: one handler's malformed progress is said, not a traceback."""
+    record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=True, depends_on=None)
+    found = body({"kopf.zalando.org/delete_fn": value,
+                  memory.MEMORY_ANNOTATION: json.dumps({"delete_fn": record, "other_fn": record})})
+    got = report(KIND, found, now=NOW)
+    states = {h["id"]: h["state"] for h in got["handlers"]}
+    assert states == {"delete_fn": "unreadable", "other_fn": "pending"}
+    [broken] = [h for h in got["handlers"] if h["id"] == "delete_fn"]
+    assert broken["progress"]["unreadable"].startswith("the progress in annotations is malformed")
+    assert "the progress in annotations is malformed" in render.why(got)
+
+
+@pytest.mark.parametrize("stanza", [[1], "a string", {"delete_fn": "x"}, {"delete_fn": [1]}])
+def test_malformed_progress_in_the_status_is_reported_and_stuck_goes_on(stanza):
+    record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=True, depends_on=None)
+    broken = body({memory.MEMORY_ANNOTATION: json.dumps({"delete_fn": record})}, status={"kopf": {"progress": stanza}})
+    fine = body()
+    got = report(KIND, broken, now=NOW)
+    assert [h["state"] for h in got["handlers"]] == ["unreadable"]
+    text = render.stuck([got, report(KIND, fine, now=NOW)])
+    assert len(text.splitlines()) == 3 and "delete_fn: unreadable" in text
+
+
+def test_stored_times_of_the_wrong_type_are_shown_as_they_are():
+    found = body()
+    found["status"] = {"kopf": {"progress": {"delete_fn": {"started": 5, "delayed": [1], "retries": 1}}}}
+    text = render.why(report(KIND, found, now=NOW))
+    assert "delete_fn" in text and "retrying" in text
+
+
+def test_an_object_it_cannot_make_sense_of_is_one_row_that_says_why():
+    strange = body()
+    strange["metadata"]["deletionTimestamp"] = "not a time"
+    got = report(KIND, strange, now=NOW)
+    assert got["error"].startswith("ValueError: ") and got["handlers"] == []
+    text = render.stuck([got, report(KIND, body(), now=NOW)])
+    assert "could not be explained: ValueError" in text.splitlines()[1] and len(text.splitlines()) == 3
+    assert "could not be explained: ValueError" in render.why(got)

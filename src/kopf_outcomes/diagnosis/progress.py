@@ -17,21 +17,24 @@ DEFAULT_STATUS_FIELD = "status.kopf.progress"
 _PROGRESS_KEYS = {"started", "stopped", "delayed", "retries", "success", "failure", "message", "purpose"}
 
 
-def storage_of(storage: Storage, prefix: str, status_field: str) -> kopf.ProgressStorage:
-    annotations = kopf.AnnotationsProgressStorage(prefix=prefix)
-    status = kopf.StatusProgressStorage(field=status_field)
-    if storage == "annotations":
-        return annotations
-    if storage == "status":
-        return status
-    return kopf.MultiProgressStorage([annotations, status])
+def storages_of(storage: Storage, prefix: str, status_field: str) -> list[tuple[str, kopf.ProgressStorage]]:
+    """Where Kopf's progress is read from, in Kopf's order (as its MultiProgressStorage), each
+    with the place it is named by when its value cannot be read."""
+    annotations = ("annotations", kopf.AnnotationsProgressStorage(prefix=prefix))
+    status = (status_field, kopf.StatusProgressStorage(field=status_field))
+    return {"annotations": [annotations], "status": [status], "both": [annotations, status]}[storage]
+
+
+class Malformed(Exception):
+    """One handler's stored progress is not what Kopf writes: said for that handler, the rest read."""
 
 
 def read(body: Mapping[str, Any], handler_ids: Iterable[str], storage: Storage = "both",
          prefix: str = DEFAULT_PREFIX, status_field: str = DEFAULT_STATUS_FIELD) -> dict[str, dict[str, Any]]:
-    """Kopf's progress record of each handler that has one: the known ids and those found in storage."""
+    """Kopf's progress record of each handler that has one: the known ids and those found in storage.
+    A record that cannot be read (anyone may write anything there) is ``{"unreadable": why}``."""
     kopf_body = kopf.Body(cast(kopf.RawBody, dict(body)))
-    reader = storage_of(storage, prefix, status_field)
+    readers = storages_of(storage, prefix, status_field)
     known = list(handler_ids)
     kopf_keys = {key for handler_id in known
                  for key in kopf.AnnotationsProgressStorage(prefix=prefix).make_keys(handler_id)}
@@ -39,10 +42,28 @@ def read(body: Mapping[str, Any], handler_ids: Iterable[str], storage: Storage =
     ids = list(dict.fromkeys([*known, *found_ids]))
     found: dict[str, dict[str, Any]] = {}
     for handler_id in ids:
-        record = reader.fetch(key=kopf.HandlerId(handler_id), body=kopf_body)
+        try:
+            record = _fetch(readers, handler_id, kopf_body)
+        except Malformed as e:
+            found[handler_id] = {"unreadable": str(e)}
+            continue
         if record:
-            found[handler_id] = {key: value for key, value in dict(record).items() if value is not None}
+            found[handler_id] = record
     return found
+
+
+def _fetch(readers: list[tuple[str, kopf.ProgressStorage]], handler_id: str,
+           body: kopf.Body) -> dict[str, Any] | None:
+    """The first storage's record, as Kopf's MultiProgressStorage reads it; Malformed naming the
+    place where a value is not a record (not JSON, a list, a string)."""
+    for place, reader in readers:
+        try:
+            record = reader.fetch(key=kopf.HandlerId(handler_id), body=body)
+            if record:
+                return {key: value for key, value in dict(record).items() if value is not None}
+        except (ValueError, TypeError, AttributeError) as e:
+            raise Malformed(f"the progress in {place} is malformed ({type(e).__name__}: {e})") from None
+    return None
 
 
 def _found_ids(body: Mapping[str, Any], storage: Storage, prefix: str, status_field: str) -> list[str]:

@@ -43,6 +43,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def why(report: Mapping[str, Any]) -> str:
     where = f" in namespace {report['namespace']}" if report.get("namespace") else ""
     lines = [f"{report['resource']}/{report['name']}{where}"]
+    if report.get("error"):
+        lines.append(f"  could not be explained: {report['error']}")
     if report.get("deletionTimestamp"):
         lines.append(f"  deleting since {report['deletionTimestamp']} ({duration(report['waitingSeconds'])})")
     finalizers = report.get("finalizers") or []
@@ -62,7 +64,8 @@ def why(report: Mapping[str, Any]) -> str:
     rows = []
     for handler in handlers:
         record, kp = handler.get("memory") or {}, handler.get("progress") or {}
-        rows.append([handler["id"], handler["state"], record.get("reason") or kp.get("message") or "",
+        reason = kp.get("unreadable") or record.get("reason") or kp.get("message") or ""
+        rows.append([handler["id"], handler["state"], str(reason),
                      short(record.get("since")), str(kp.get("retries", "-")), short(kp.get("started")),
                      _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"),
                                handler.get("nextRecheck"), handler.get("escalatesAt"))])
@@ -127,15 +130,17 @@ def not_found(kind: Kind, name: str, namespace: str | None) -> str:
 
 
 def _unexplained(report: Mapping[str, Any]) -> str:
+    if report.get("error"):
+        return f"could not be explained: {report['error']}"
     if any(f["operator"] for f in report["finalizers"]):
         return "no progress of the operator's handlers yet: is the operator running?"
     return "held by other finalizers than this operator's"
 
 
-def short(stamp: str | None) -> str:
+def short(stamp: object) -> str:
     """Kopf's times to the second, in UTC, as Kubernetes shows its own: 2026-12-02T20:42:55Z."""
     moment = _parse(stamp)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else (stamp or "-")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else str(stamp or "-")
 
 
 def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None,
@@ -156,8 +161,8 @@ def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None,
     return short(delayed)
 
 
-def _parse(stamp: str | None) -> datetime.datetime | None:
-    if not stamp:
+def _parse(stamp: object) -> datetime.datetime | None:
+    if not stamp or not isinstance(stamp, str):
         return None
     try:
         moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))

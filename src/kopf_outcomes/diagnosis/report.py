@@ -34,9 +34,24 @@ def release_command(kind: Kind, body: Mapping[str, Any], handler_id: str, finali
             f"{memory.keys_for(finalizer).release}={handler_id}")
 
 
-def report(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "both",
-           prefix: str = progress.DEFAULT_PREFIX, status_field: str = progress.DEFAULT_STATUS_FIELD,
-           finalizer: str = KOPF_FINALIZER, now: datetime.datetime | None = None) -> dict[str, Any]:
+def report(kind: Kind, body: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    """Everything ``why`` shows (:func:`explained`); for an object whose stored data it cannot
+    make sense of, what it can say and the error: one object's data never stops ``stuck``."""
+    try:
+        return explained(kind, body, **options)
+    except Exception as e:  # anyone may write anything into an object: report it, go on
+        metadata = body.get("metadata") or {}
+        return {"resource": kind.qualified, "kind": kind.kind, "namespace": metadata.get("namespace"),
+                "name": metadata.get("name"), "generation": metadata.get("generation"),
+                "deletionTimestamp": metadata.get("deletionTimestamp"), "waitingSeconds": None,
+                "finalizers": [{"name": str(name), "operator": False, "retainedBy": []}
+                               for name in metadata.get("finalizers") or []],
+                "handlers": [], "error": f"{type(e).__name__}: {e}"}
+
+
+def explained(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "both",
+              prefix: str = progress.DEFAULT_PREFIX, status_field: str = progress.DEFAULT_STATUS_FIELD,
+              finalizer: str = KOPF_FINALIZER, now: datetime.datetime | None = None) -> dict[str, Any]:
     """Everything ``why`` shows, as plain data (the ``-o json``/``yaml`` form)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     metadata = body.get("metadata") or {}
@@ -81,8 +96,11 @@ def next_recheck(record: Mapping[str, Any] | None, now: datetime.datetime) -> st
 
 
 def _state(record: Mapping[str, Any] | None, kopf_progress: Mapping[str, Any] | None) -> str:
-    """One word per handler: pending, retained, retrying, failed, succeeded, running or unknown."""
+    """One word per handler: pending, retained, retrying, failed, succeeded, running, unreadable
+    (its stored progress is malformed) or unknown."""
     conclusion = (record or {}).get("outcome")
+    if (kopf_progress or {}).get("unreadable"):
+        return "unreadable"
     if conclusion in ("pending", "retained"):
         return str(conclusion)
     kp = kopf_progress or {}
