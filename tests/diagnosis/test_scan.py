@@ -76,3 +76,16 @@ def test_nothing_is_said_to_be_stuck_only_when_every_kind_was_read():
     partial = render.stuck([], where="in any namespace", read=1, unread=[("secrets", "timed out")])
     assert "No object is being deleted" not in partial
     assert partial.splitlines()[-2:] == ["Not read (1): objects there may be stuck too.", "  secrets: timed out"]
+
+
+def test_what_could_not_be_read_is_one_line_per_reason_with_the_kinds_counted():
+    """Issue 44, finding 3: under limited RBAC, "403 Forbidden: 58 kinds", not 58 lines."""
+    forbidden = [(f"kind{i}", f'403 kind{i} is forbidden: User "u" cannot list resource "kind{i}"') for i in range(58)]
+    note = render.unread_note([*forbidden, ("metrics.k8s.io/v1beta1 (discovery)", "503 service unavailable"),
+                               ("secrets", "timed out"), ("configmaps", "timed out")])
+    assert note.splitlines() == [
+        "Not read (61): objects there may be stuck too.",
+        "  403 Forbidden: 58 kinds (kind0, kind1, kind2, kind3, kind4 and 53 more)",
+        "  metrics.k8s.io/v1beta1 (discovery): 503 service unavailable",
+        "  timed out: 2 kinds (secrets, configmaps)",
+    ]

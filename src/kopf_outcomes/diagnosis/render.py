@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import http
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -93,9 +94,35 @@ def where(namespace: str | None, kinds: Sequence[Kind]) -> str:
 
 
 def unread_note(failures: Sequence[tuple[str, str]]) -> str:
+    """One line per reason, the kinds counted and the first few named: a user with limited
+    RBAC sees "403 Forbidden: 58 kinds", not 58 lines; an odd one out keeps its own line."""
+    groups: dict[str, list[str]] = {}
+    for what, why in failures:
+        groups.setdefault(reason_class(why), []).append(what)
     lines = [f"Not read ({len(failures)}): objects there may be stuck too."]
-    lines += [f"  {what}: {why}" for what, why in failures]
+    for reason, kinds in groups.items():
+        if len(kinds) == 1:
+            lines.append(f"  {kinds[0]}: {next(why for what, why in failures if what == kinds[0])}")
+            continue
+        shown = ", ".join(kinds[:SHOWN_KINDS]) + (f" and {len(kinds) - SHOWN_KINDS} more" if len(kinds) > SHOWN_KINDS
+                                                  else "")
+        lines.append(f"  {reason}: {len(kinds)} kinds ({shown})")
     return "\n".join(lines)
+
+
+SHOWN_KINDS = 5
+
+
+def reason_class(why: str) -> str:
+    """What several kinds failed alike for: the HTTP status (``403 Forbidden``), whose message
+    names each kind, or the text itself (``timed out``)."""
+    code, _, _ = why.partition(" ")
+    if code.isdigit() and len(code) == 3:
+        try:
+            return f"{code} {http.HTTPStatus(int(code)).phrase}"
+        except ValueError:
+            return code
+    return why
 
 
 def stuck(reports: Sequence[Mapping[str, Any]], *, where: str = "", unread: Sequence[tuple[str, str]] = (),
