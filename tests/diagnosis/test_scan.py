@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+import pytest
 
 from kopf_outcomes.diagnosis import render
 from kopf_outcomes.diagnosis.kube import METADATA_ONLY, Client, Kind, KubeError
@@ -37,9 +38,11 @@ class Fake(Client):
                                {"name": "kopf.dev", "preferredVersion": {"version": "v1"}}]}
         if path == "/apis/metrics.k8s.io/v1beta1":
             raise KubeError(f"GET {path}: 503 service unavailable", 503)
-        if path == "/apis/kopf.dev/v1":
+        if path in ("/apis/kopf.dev/v1", "/apis/kopf.dev/v1beta1"):
             return {"resources": [{"name": "kopfexamples", "kind": "KopfExample", "namespaced": True,
                                    "shortNames": ["kex"], "verbs": ["list"]}]}
+        if path.startswith("/apis/kopf.dev/") and path.count("/") == 3:  # another version of the group
+            raise KubeError(f"GET {path}: 404 the server could not find the requested resource", 404)
         if path.startswith("/api/v1/namespaces/ns/secrets"):
             raise KubeError(f"GET {path}: timed out")
         if path == "/apis/kopf.dev/v1/namespaces/ns/kopfexamples":
@@ -89,3 +92,14 @@ def test_what_could_not_be_read_is_one_line_per_reason_with_the_kinds_counted():
         "  metrics.k8s.io/v1beta1 (discovery): 503 service unavailable",
         "  timed out: 2 kinds (secrets, configmaps)",
     ]
+
+
+def test_a_served_version_that_is_not_the_preferred_one_resolves_as_kubectl_accepts_it():
+    """Issue 44, finding 5: kopfexamples.v1beta1.kopf.dev (served, v1 preferred)."""
+    fake = Fake()
+    discovery = fake.discover()
+    assert fake.resolve("kopfexamples.v1beta1.kopf.dev", discovery) == \
+        Kind("kopf.dev", "v1beta1", "kopfexamples", "KopfExample", namespaced=True)
+    assert fake.resolve("kopfexamples.v1.kopf.dev", discovery) == KEX
+    with pytest.raises(KubeError, match="no resource kind 'kopfexamples.v2.kopf.dev'"):
+        fake.resolve("kopfexamples.v2.kopf.dev", discovery)

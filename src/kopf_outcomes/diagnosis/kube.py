@@ -151,8 +151,25 @@ class Client:
                 return kind
             if rest and first in names and rest in (kind.group, f"{kind.version}.{kind.group}"):
                 return kind
+        served = self._served_version(first, rest)
+        if served is not None:
+            return served
         unseen = "".join(f"; not discovered: {group} ({why})" for group, why in discovery.failures)
         raise KubeError(f"the server has no resource kind {text!r} (try: kubectl api-resources){unseen}")
+
+    def _served_version(self, name: str, rest: str) -> Kind | None:
+        """``kopfexamples.v1beta1.kopf.dev``: any version the server serves, as kubectl accepts
+        it, not only the preferred one that discovery lists (asked only for a name not found)."""
+        version, dot, group = rest.partition(".")
+        if not dot or not group:
+            return None
+        try:
+            kinds = self._kinds(group, version)
+        except KubeError as e:
+            if e.status == 404:
+                return None  # no such group or version: the name is not found
+            raise
+        return next((kind for kind in kinds if name in (kind.plural, kind.kind.lower())), None)
 
     def metadata(self, kind: Kind, namespace: str | None) -> Iterator[dict[str, Any]]:
         """The metadata of every object of a kind (never the objects: a Secret's data stays
