@@ -16,7 +16,7 @@ from kopf_outcomes import hookimpl
 from kopf_outcomes.cli import main
 from kopf_outcomes.plugins_cli import plugins
 from kopf_outcomes.policy import cli as policy_cli
-from kopf_outcomes.policy.cli import APPLIES_TO, check_policy, explain
+from kopf_outcomes.policy.cli import APPLIES_TO, IMPORT_HINT, check_policy, explain
 
 POLICY = """\
 exceptions."kopf.TemporaryError" = { level = "INFO" }
@@ -61,6 +61,43 @@ def invoke(command: Any, *args: object) -> Any:
 # --- check-policy ----------------------------------------------------------------------------
 
 
+OPERATOR_FILE = "class ExternalSystemBusy(Exception):\n    pass\n"
+OPERATOR_POLICY = 'exceptions."myop.ExternalSystemBusy" = { outcome = "pending" }\n'
+
+
+@pytest.fixture
+def operator_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The operator's folder, current: its own myop.py and a policy naming an exception of it."""
+    (tmp_path / "myop.py").write_text(OPERATOR_FILE, encoding="utf-8")
+    (tmp_path / "policy.toml").write_text(OPERATOR_POLICY, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "myop", raising=False)
+    yield tmp_path
+    sys.modules.pop("myop", None)
+
+
+def test_check_policy_and_explain_import_from_the_current_folder_as_kopf_run_does(operator_folder: Path) -> None:
+    """Issue 44, finding 13: an exception class of the operator's own myop.py, in the current folder."""
+    path_before = list(sys.path)
+    result = invoke(check_policy, "policy.toml")
+    assert result.exit_code == 0, result.output
+    result = invoke(explain, "--policy", "policy.toml", "--handler", "delete_fn", "--exception", "myop.ExternalSystemBusy")
+    assert result.exit_code == 0, result.output
+    assert "decided by:  exceptions.\"myop.ExternalSystemBusy\"" in result.output or "pending" in result.output
+    assert sys.path == path_before  # the folder is on the path while importing, not after
+
+
+def test_a_module_not_found_is_named_with_where_it_was_looked_for(operator_folder: Path) -> None:
+    (operator_folder / "policy.toml").write_text('exceptions."nosuchop.Busy" = { outcome = "pending" }\n')
+    result = CliRunner().invoke(check_policy, ["policy.toml"])
+    assert result.exit_code == 1
+    assert "cannot import 'nosuchop'" in result.output
+    assert f"hint: exception classes are imported with the current folder ({operator_folder}) first" in result.output
+    result = CliRunner().invoke(explain, ["--policy", "policy.toml", "--handler", "h", "--exception", "nosuchop.Busy"])
+    assert result.exit_code == 2 and "PYTHONPATH" in result.output, result.output
+
+
+
 def test_check_policy_valid(policy: Path) -> None:
     result = invoke(check_policy, policy)
     assert result.exit_code == 0
@@ -93,6 +130,7 @@ def test_check_policy_lists_every_problem_located(tmp_path: Path) -> None:
         f"{path}, line 4: [handlers.fn.exceptions] \"nope.Error\": cannot import 'nope' "
         f"(No module named 'nope')",
         f"{path}: invalid policy, 4 problems; an operator refuses to start with it",
+        IMPORT_HINT.format(folder=Path.cwd()),
     ]
 
 

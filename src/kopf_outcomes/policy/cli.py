@@ -6,9 +6,13 @@ operator would register it, so an explanation cannot drift from what happens at 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,7 @@ from kopf_outcomes.policy.errors import PolicyError
 from kopf_outcomes.policy.loading import load_policy
 from kopf_outcomes.policy.model import Backoff, ExceptionRule, Policy, Scope
 from kopf_outcomes.policy.plugin import PolicyPlugin, describe_threshold
-from kopf_outcomes.policy.validation import resolve_exception
+from kopf_outcomes.policy.validation import IMPORT_FAILURE, resolve_exception
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
 # A missing file is a usage error (exit 2, "does not exist"), not an invalid policy.
@@ -140,16 +144,38 @@ APPLIES_TO = (f"applies to:  {', '.join(kind.value for kind in Kind if kind not 
               f"({', '.join(_DECORATORS.get(kind, kind.value) for kind in STOCK)}: stock Kopf, no policy or plugin)")
 
 
+IMPORT_HINT = ("hint: exception classes are imported with the current folder ({folder}) first on the path, as "
+               "`kopf run myop.py` puts its file's folder: run this from the operator's folder, or add the "
+               "folder of its modules to PYTHONPATH")
+
+
+@contextlib.contextmanager
+def operator_folder() -> Iterator[str]:
+    """The current folder first on ``sys.path`` while the policy's names are imported: an
+    exception class of the operator's own ``myop.py`` imports here as under ``kopf run myop.py``
+    (which puts the file's folder there). Put back as it was afterwards."""
+    folder = os.getcwd()
+    sys.path.insert(0, folder)
+    try:
+        yield folder
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+
+
 def load_or_exit(file: Path, *, import_names: bool = True) -> Policy:
     """The policy in a file; or its problems, one a line, on stderr, and exit status 1."""
     try:
-        return load_policy(file, import_names=import_names)
+        with operator_folder() as folder:
+            return load_policy(file, import_names=import_names)
     except PolicyError as e:
         for message in e.messages:
             click.echo(message, err=True)
         count = f"{len(e.messages)} problem" + ("s" if len(e.messages) != 1 else "")
         click.echo(f"{file}: invalid policy, {count}; an operator refuses to start with it",
                    err=True)
+        if import_names and any(IMPORT_FAILURE in message for message in e.messages):
+            click.echo(IMPORT_HINT.format(folder=folder), err=True)
         raise SystemExit(1) from None
 
 
@@ -172,9 +198,11 @@ def _resource(spec: str | None, kind: str | None) -> ResourceRef | None:
 
 def _exception(name: str, message: str | None) -> Exception:
     try:
-        cls = resolve_exception(name)
+        with operator_folder() as folder:
+            cls = resolve_exception(name)
     except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--exception") from None
+        hint = f"\n{IMPORT_HINT.format(folder=folder)}" if IMPORT_FAILURE in str(e) else ""
+        raise click.BadParameter(f"{e}{hint}", param_hint="--exception") from None
     args = () if message is None else (message,)
     try:
         return cls(*args)

@@ -31,6 +31,9 @@ def check_exception_name(name: str) -> list[str]:
     return parts
 
 
+IMPORT_FAILURE = "cannot import"  # how a module that is not found is said (the CLI adds where it looked)
+
+
 def resolve_exception(name: str) -> type[Exception]:
     """
     The exception class a dotted name stands for; ValueError saying why if none.
@@ -47,7 +50,7 @@ def resolve_exception(name: str) -> type[Exception]:
             found: object = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
             if e.name is not None and (module_name + ".").startswith(e.name + "."):
-                failure = f"cannot import {e.name!r} ({e})"  # not a module: try a shorter one
+                failure = f"{IMPORT_FAILURE} {e.name!r} ({e})"  # not a module: try a shorter one
                 continue
             raise ValueError(f"importing {module_name!r} failed: {e}") from e
         except (Exception, SystemExit) as e:  # a module that exits at import (a __main__) is a problem too
