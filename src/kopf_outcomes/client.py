@@ -5,7 +5,8 @@ A callback service (aiohttp, Flask, ...) that learns "the external work is done"
 object; the parked handler's state changes and Kopf runs it again at once. One merge-patch,
 through the status subresource or the main resource, with kubernetes-asyncio.
 
-kubernetes-asyncio is the ``client`` extra (``pip install kopf-outcomes[client]``), not a runtime
+From the shell, ``kopf-outcomes signal KIND/NAME`` sends the same patches (with the standard
+library: it needs no extra). kubernetes-asyncio is the ``client`` extra (``pip install kopf-outcomes[client]``), not a runtime
 dependency: its mere presence changes how Kopf logs in (``login_via_async_client``). It is
 imported when ``signal`` is called, not when this module is.
 """
@@ -41,21 +42,25 @@ async def signal(
     Status goes through the status subresource (where the CRD enables it), as a controller
     outside the operator is expected to write it; annotations through the main resource.
     """
-    if not annotations and not status:
-        raise ValueError("signal() needs annotations or status to change, got neither")
+    main, subresource = patches(annotations, status)
     objects = _client_module().CustomObjectsApi(api)
-    if annotations:
+    if main is not None:
         await objects.patch_namespaced_custom_object(
-            group, version, namespace, plural, name,
-            {"metadata": {"annotations": dict(annotations)}},
-            _content_type=MERGE_PATCH,
-        )
-    if status:
+            group, version, namespace, plural, name, main, _content_type=MERGE_PATCH)
+    if subresource is not None:
         await objects.patch_namespaced_custom_object_status(
-            group, version, namespace, plural, name,
-            {"status": dict(status)},
-            _content_type=MERGE_PATCH,
-        )
+            group, version, namespace, plural, name, subresource, _content_type=MERGE_PATCH)
+
+
+def patches(annotations: Mapping[str, str | None] | None,
+            status: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The merge-patches of a signal: of the main resource (annotations) and of the status
+    subresource (status); ``None`` for one with nothing to change (a key's ``None`` removes it).
+    The rule of ``signal()`` and of ``kopf-outcomes signal``, stated once."""
+    if not annotations and not status:
+        raise ValueError("a signal needs annotations or status to change, got neither")
+    return ({"metadata": {"annotations": dict(annotations)}} if annotations else None,
+            {"status": dict(status)} if status else None)
 
 
 def _client_module() -> ModuleType:

@@ -13,6 +13,7 @@ from kopf_outcomes.diagnosis import progress, render
 from kopf_outcomes.diagnosis.kube import Client, Kind, KubeError
 from kopf_outcomes.diagnosis.report import KOPF_FINALIZER, report
 from kopf_outcomes.diagnosis.scan import scan
+from kopf_outcomes.diagnosis.signal import signal
 
 _storage_options = [
     click.option("--storage", type=click.Choice(["both", "annotations", "status"]), default="both",
@@ -98,10 +99,11 @@ def stuck(kind: str | None, namespace: str | None, all_namespaces: bool, output:
 
 @click.group()
 def kubectl_outcomes() -> None:
-    """kubectl outcomes: why Kopf handlers wait (a kubectl plugin of kopf-outcomes)."""
+    """kubectl outcomes: why Kopf handlers wait, and their callbacks (a kubectl plugin of kopf-outcomes)."""
 
 
 kubectl_outcomes.add_command(why)
 kubectl_outcomes.add_command(stuck)
+kubectl_outcomes.add_command(signal)
 
-__all__ = ["why", "stuck", "kubectl_outcomes"]
+__all__ = ["why", "stuck", "signal", "kubectl_outcomes"]

@@ -34,11 +34,12 @@ class KubeError(Exception):
     def reason(self) -> str:
         """The message without the request (where the thing read is named beside it)."""
         text = str(self)
-        return text.split(": ", 1)[1] if text.startswith("GET ") and ": " in text else text
+        return text.split(": ", 1)[1] if text.startswith(("GET ", "PATCH ")) and ": " in text else text
 
 
 PAGE = 500  # objects per list request, as kubectl's --chunk-size
 # Lists of metadata only (the API server's PartialObjectMetadataList), JSON if it cannot.
+MERGE_PATCH = "application/merge-patch+json"
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
@@ -105,16 +106,26 @@ class Client:
     def get(self, path: str, accept: str | None = None, **query: str) -> dict[str, Any]:
         url = self.server + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
         headers = self._headers if accept is None else {**self._headers, "Accept": accept}
-        request = urllib.request.Request(url, headers=headers)
+        return self._send(urllib.request.Request(url, headers=headers), path)
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge-patch (``kubectl patch --type=merge``): the one write, of ``signal``."""
+        headers = {**self._headers, "Content-Type": MERGE_PATCH}
+        request = urllib.request.Request(self.server + path, data=json.dumps(patch).encode(), headers=headers,
+                                         method="PATCH")
+        return self._send(request, path)
+
+    def _send(self, request: urllib.request.Request, path: str) -> dict[str, Any]:
+        verb = request.get_method()
         try:
             with urllib.request.urlopen(request, context=self._context, timeout=30) as response:
                 data: dict[str, Any] = json.loads(response.read())
                 return data
         except urllib.error.HTTPError as e:
             detail = _status_message(e.read()) or e.reason
-            raise KubeError(f"GET {path}: {e.code} {detail}", e.code) from None
+            raise KubeError(f"{verb} {path}: {e.code} {detail}", e.code) from None
         except (urllib.error.URLError, OSError) as e:
-            raise KubeError(f"GET {self.server}{path}: {getattr(e, 'reason', e)}") from None
+            raise KubeError(f"{verb} {self.server}{path}: {getattr(e, 'reason', e)}") from None
 
     def discover(self) -> Discovery:
         """Every listable top-level resource kind the server serves (preferred versions only).
