@@ -5,6 +5,7 @@ They only read (GET), with the user's kubeconfig and current context, as kubectl
 """
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import click
@@ -13,6 +14,7 @@ from kopf_outcomes.diagnosis import progress, render
 from kopf_outcomes.diagnosis.kube import Client, Kind, KubeError
 from kopf_outcomes.diagnosis.report import KOPF_FINALIZER, report
 from kopf_outcomes.diagnosis.scan import scan
+from kopf_outcomes.diagnosis.serving import serving
 from kopf_outcomes.diagnosis.signal import signal
 
 _storage_options = [
@@ -43,7 +45,8 @@ def _fail(error: Exception | str) -> None:
 @click.option("-n", "--namespace", help="The object's namespace (default: the current context's).")
 @storage_options
 def why(target: str, namespace: str | None, output: str, **options: Any) -> None:
-    """Why does KIND/NAME wait? Kopf's progress, the handlers' memory, the finalizers held."""
+    """Why does KIND/NAME wait? Whether an operator serves it (Kopf's peering), Kopf's progress,
+    the handlers' memory, the finalizers held."""
     kind_text, slash, name = target.partition("/")
     if not slash or not kind_text or not name:
         raise click.BadParameter(f"{target!r}: expected KIND/NAME, e.g. kopfexamples/my-object", param_hint="TARGET")
@@ -53,12 +56,13 @@ def why(target: str, namespace: str | None, output: str, **options: Any) -> None
         kind = client.resolve(kind_text)
         where = namespace or client.default_namespace
         body = client.get(kind.path(where, name))
+        served = serving(client, body, datetime.datetime.now(datetime.timezone.utc))
     except KubeError as e:
         if e.status == 404 and kind is not None:
             _fail(render.not_found(kind, name, where if kind.namespaced else None))
         _fail(e)
         return
-    found = report(kind, body, **options)
+    found = report(kind, body, served=served, **options)
     click.echo(render.why(found) if output == "table" else render.data(found, output))
 
 

@@ -44,6 +44,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def why(report: Mapping[str, Any]) -> str:
     where = f" in namespace {report['namespace']}" if report.get("namespace") else ""
     lines = [f"{report['resource']}/{report['name']}{where}"]
+    if report.get("serving"):
+        lines.append(f"  serving: {report['serving']['message']}")
     if report.get("error"):
         lines.append(f"  could not be explained: {report['error']}")
     if report.get("deletionTimestamp"):
@@ -68,8 +70,8 @@ def why(report: Mapping[str, Any]) -> str:
         reason = kp.get("unreadable") or record.get("reason") or kp.get("message") or ""
         rows.append([handler["id"], handler["state"], str(reason),
                      short(record.get("since")), str(kp.get("retries", "-")), short(kp.get("started")),
-                     _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"),
-                               handler.get("nextRecheck"), handler.get("escalatesAt"))])
+                     _overdue(handler) or _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"),
+                                                    handler.get("nextRecheck"), handler.get("escalatesAt"))])
     lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
     for handler in handlers:
         woken = (handler.get("memory") or {}).get("woken_by")
@@ -168,6 +170,13 @@ def short(stamp: object) -> str:
     """Kopf's times to the second, in UTC, as Kubernetes shows its own: 2026-12-02T20:42:55Z."""
     moment = _parse(stamp)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else str(stamp or "-")
+
+
+def _overdue(handler: Mapping[str, Any]) -> str | None:
+    if not handler.get("overdue"):
+        return None
+    since = handler.get("overdueSince")
+    return f"OVERDUE since {short(since)}" if since else "OVERDUE (nothing serves it)"
 
 
 def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None,

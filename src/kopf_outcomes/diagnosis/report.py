@@ -51,8 +51,10 @@ def report(kind: Kind, body: Mapping[str, Any], **options: Any) -> dict[str, Any
 
 def explained(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage = "both",
               prefix: str = progress.DEFAULT_PREFIX, status_field: str = progress.DEFAULT_STATUS_FIELD,
-              finalizer: str = KOPF_FINALIZER, now: datetime.datetime | None = None) -> dict[str, Any]:
-    """Everything ``why`` shows, as plain data (the ``-o json``/``yaml`` form)."""
+              finalizer: str = KOPF_FINALIZER, now: datetime.datetime | None = None,
+              served: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Everything ``why`` shows, as plain data (the ``-o json``/``yaml`` form). ``served``: whether
+    anything serves the object (:mod:`~kopf_outcomes.diagnosis.serving`), where it was asked."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     metadata = body.get("metadata") or {}
     remembered = records(body, finalizer)
@@ -61,18 +63,22 @@ def explained(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage 
     for handler_id in dict.fromkeys([*progresses, *remembered]):
         record, kopf_progress = remembered.get(handler_id), progresses.get(handler_id)
         state = _state(record, kopf_progress)
+        overdue = overdue_since(state, record, kopf_progress, served, now)
         handlers.append({
             "id": handler_id,
             "state": state,
             "memory": record,
             "progress": kopf_progress,
             "release": release_command(kind, body, handler_id, finalizer) if state == "retained" else None,
-            "nextRecheck": next_recheck(record, now),
+            "nextRecheck": next_recheck(record, now) if overdue is None else None,
+            "overdue": overdue is not None,
+            "overdueSince": overdue or None,
             "escalatesAt": record.get("deadline") if record is not None and state == "pending" else None,
         })
     retained = [h["id"] for h in handlers if h["state"] == "retained"]
     deleted_at = metadata.get("deletionTimestamp")
     return {
+        **({"serving": dict(served)} if served is not None else {}),
         "resource": kind.qualified,
         "kind": kind.kind,
         "namespace": metadata.get("namespace"),
@@ -93,6 +99,32 @@ def next_recheck(record: Mapping[str, Any] | None, now: datetime.datetime) -> st
         return None
     due = next_due(cast(memory.MemoryRecord, record), now)
     return due.astimezone(datetime.timezone.utc).isoformat() if due is not None else None
+
+
+def overdue_since(state: str, record: Mapping[str, Any] | None, kopf_progress: Mapping[str, Any] | None,
+                  served: Mapping[str, Any] | None, now: datetime.datetime) -> str | None:
+    """Since when a timed run is overdue ("" where the moment is unknown), None if it is not: a
+    retry whose time has passed (Kopf writes the next one when it runs), and a recheck while
+    nothing serves the object (the first grid point after its operator was last seen). A time in
+    the past is never moved forward: that looks healthy while nothing runs."""
+    delayed = _moment((kopf_progress or {}).get("delayed"))
+    if state == "retrying" and delayed is not None and delayed < now:
+        return delayed.isoformat()
+    if state != "pending" or not (record or {}).get("recheck") or (served or {}).get("status") != "not-served":
+        return None
+    seen = _moment((served or {}).get("lastSeen"))
+    due = next_due(cast(memory.MemoryRecord, record), seen, after=True) if seen is not None else None
+    return due.astimezone(datetime.timezone.utc).isoformat() if due is not None and due < now else ""
+
+
+def _moment(stamp: object) -> datetime.datetime | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
 
 
 def _state(record: Mapping[str, Any] | None, kopf_progress: Mapping[str, Any] | None) -> str:
