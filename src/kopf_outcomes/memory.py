@@ -91,6 +91,9 @@ class MemoryRecord(_Conclusion, total=False):
     ``key`` (str)
         The idempotency key the handler acted under: kept while the state is the one it acted on,
         whatever the handler, Kopf or an upgrade wrote since (see :class:`Memory`).
+    ``seen`` (list[dict])
+        Its other objects when it was stored, for ``why``: per source, its resource, how, tracked
+        fields and objects (:func:`kopf_outcomes.objects.described`; read, never compared).
     """
 
     since: str
@@ -103,6 +106,7 @@ class MemoryRecord(_Conclusion, total=False):
     deadline: str
     uid: str
     key: str
+    seen: list[dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,11 +249,16 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("deadline", ""), str)
             and isinstance(record.get("uid", ""), str)
             and isinstance(record.get("key", ""), str)
+            and _seen(record.get("seen", []))
             and _paths(depends_on) and _paths(record.get("ignore", [])))
 
 
 def _paths(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(path, str) for path in value)
+
+
+def _seen(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
 
 
 def _woken_by(value: object) -> bool:
@@ -274,7 +283,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
            parked: bool, depends_on: Sequence[str] | None, ignore: Sequence[str] | None = None,
            recheck: float | None = None,
            objects: str | None = None, woken_by: list[list[str]] | None = None,
-           deadline: str | None = None, uid: str | None = None, key: str | None = None) -> MemoryRecord:
+           deadline: str | None = None, uid: str | None = None, key: str | None = None,
+           seen: list[dict[str, Any]] | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -300,6 +310,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["uid"] = uid
     if key is not None:
         new["key"] = key
+    if seen is not None:
+        new["seen"] = seen
     return new
 
 

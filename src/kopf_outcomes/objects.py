@@ -31,8 +31,8 @@ import kopf
 from kopf_outcomes import templates
 from kopf_outcomes.sources import ObjectRef, Source, owned, referenced, selected
 
-__all__ = ["ObjectRef", "Source", "changed", "depends_on_objects", "fingerprint", "lookup", "owned", "referenced",
-           "selected", "sources_of", "unindexed", "wait"]
+__all__ = ["ObjectRef", "Source", "changed", "depends_on_objects", "described", "fingerprint", "lookup", "owned",
+           "referenced", "selected", "sources_of", "unindexed", "wait"]
 
 FnT = TypeVar("FnT", bound=Callable[..., object])
 
@@ -74,12 +74,8 @@ def lookup(sources: Iterable[Source], body: Mapping[str, Any], indices: Mapping[
     merged and sorted (whatever the order of the sources); one source's keep its order."""
     found: dict[tuple[str, str, str], dict[Source, ObjectRef]] = {}  # by identity: fields may hold lists or dicts
     for source in sources:
-        index = indices[source.index]
-        for key in source.keys(body):
-            if key in index:
-                for ref in index[key]:
-                    if isinstance(ref, ObjectRef):
-                        found.setdefault((ref.namespace or "", ref.name, ref.uid), {})[source] = ref
+        for identity, ref in _found(source, body, indices).items():
+            found.setdefault(identity, {})[source] = ref
     return tuple(_merged(found[key]) for key in sorted(found))
 
 
@@ -95,6 +91,37 @@ def _merged(named: Mapping[Source, ObjectRef]) -> ObjectRef:
                       if path not in values)
     first = named[min(named, key=lambda source: source.index)]
     return first._replace(fields=tuple(values[path] for path in sorted(values)))
+
+
+def _found(source: Source, body: Mapping[str, Any],
+           indices: Mapping[str, Any]) -> dict[tuple[str, str, str], ObjectRef]:
+    index = indices[source.index]
+    return {(ref.namespace or "", ref.name, ref.uid): ref
+            for key in source.keys(body) if key in index for ref in index[key] if isinstance(ref, ObjectRef)}
+
+
+MAX_DESCRIBED = 20  # objects per source that the memory names for ``why`` (the rest are counted)
+
+
+def described(sources: Iterable[Source], body: Mapping[str, Any], indices: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the memory keeps of a handler's other objects so that ``why`` can name them and tell
+    which changed since: per source, how and where they are found and their tracked fields; each
+    object (at most ``MAX_DESCRIBED``) by identity, with a digest of its fields' values."""
+    found = []
+    for source in sources:
+        refs = _found(source, body, indices)
+        ordered = [refs[key] for key in sorted(refs)]
+        found.append({"how": source.how, "resource": list(source.resource), "fields": list(source.fields),
+                      "objects": [{"namespace": ref.namespace, "name": ref.name, "uid": ref.uid,
+                                   "fields": fields_digest(ref.fields)} for ref in ordered[:MAX_DESCRIBED]],
+                      **({"more": len(ordered) - MAX_DESCRIBED} if len(ordered) > MAX_DESCRIBED else {})})
+    return found
+
+
+def fields_digest(values: Iterable[object]) -> str:
+    """A short digest of one object's tracked fields' values: what ``why`` compares with now."""
+    encoded = json.dumps(list(values), separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:8]
 
 
 def unindexed(sources: Iterable[Source], indices: Mapping[str, Any]) -> list[Source]:

@@ -159,3 +159,30 @@ async def test_a_change_handler_sees_its_objects_from_kopfs_indices(undeclared, 
     cause.indices = {source.index: {uid: [ref]}}
     await run_handlers([handler_of("change", create_fn)], cause)
     assert seen == [((ref,), False)]
+
+
+async def test_the_memory_names_the_objects_it_saw_for_why(undeclared, unpatched, logger):
+    """Issue 44, finding 2: the stored conclusion names its other objects (source, fields, each
+    object with a digest of its fields), not only their fingerprint."""
+    import json
+
+    from kopf_outcomes.memory import MEMORY_ANNOTATION
+    from tests.unit.kopf_objects import cause_of, handler_of, run_handlers
+    from tests.unit.test_patched_execution import BODY
+
+    kopf_outcomes.install(entry_points=False)
+    source = kopf_outcomes.owned("batch/v1", "jobs", fields=["status.succeeded"])
+
+    @kopf_outcomes.depends_on_objects(source, registry=kopf.OperatorRegistry())
+    async def create_fn(**_: object) -> kopf_outcomes.Outcome:
+        return kopf_outcomes.Pending("waiting for the jobs")
+
+    cause = cause_of("change", BODY, logger)
+    ref = objects.ObjectRef("ns", "j", "u-j", "1", False, (None,))
+    cause.indices = {source.index: {BODY["metadata"]["uid"]: [ref]}}
+    await run_handlers([handler_of("change", create_fn)], cause)
+    [record] = json.loads(cause.patch["metadata"]["annotations"][MEMORY_ANNOTATION]).values()
+    assert record["objects"] == objects.fingerprint((ref,))
+    assert record["seen"] == [{"how": "owned", "resource": ["batch/v1", "jobs"], "fields": ["status.succeeded"],
+                               "objects": [{"namespace": "ns", "name": "j", "uid": "u-j",
+                                            "fields": objects.fields_digest([None])}]}]

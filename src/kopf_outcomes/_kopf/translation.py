@@ -12,10 +12,10 @@ from typing import Any, NamedTuple
 
 import kopf
 
-from kopf_outcomes import engine, memory, wakeups
+from kopf_outcomes import engine, memory, objects, wakeups
 from kopf_outcomes._kopf import deadlines, dependents
 from kopf_outcomes._kopf.cycle import Cycle, memory_of
-from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult
+from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
 from kopf_outcomes._kopf.states import remembered, woken_by
@@ -201,7 +201,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 objects=taken[1] if taken is not None else None,
                                 woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
                                 deadline=getattr(result.exception, "deadline", None),
-                                uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key)
+                                uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key,
+                                seen=seen_objects(handler, cause) if taken is not None else None)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
                     new["outcome"], new["reason"]):
                 hint = wakeups.fruitless(handler_id, woke)
@@ -209,7 +210,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                     _HINTS.warning(hint)
             if taken is not None:
                 if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
-                        and new == {**run.previous, "objects": taken[1]}):
+                        and new == {**run.previous, "objects": taken[1], "seen": new["seen"]}):
                     new = run.previous  # woken by its other objects only, concluding as before: known here
                     cycle.own_quiet().add(handler_id)
                     dependents.saw(cause, handler_id, taken[1])
@@ -236,6 +237,15 @@ def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableM
     memory.consume_release(body, patch, keys)
     turn.cause.logger.warning(f"Ignored the release annotation {keys.release}={value!r}: it was set before {handler} "
                               f"was retained, so it answers no retention of it. Set it again to release this one.")
+
+
+def seen_objects(handler: Handler, cause: Cause) -> list[dict[str, Any]]:
+    """The handler's other objects as the memory names them for ``why`` (from Kopf's indices,
+    as the cycle read them): never part of what is compared, so they wake and write nothing."""
+    body, indices = raw_body_of(cause), getattr(cause, "indices", None)
+    if body is None or indices is None:
+        return []
+    return objects.described(objects.sources_of(handler.fn), body, indices)
 
 
 # Hints about the operator's code, not about an object: logged, never posted as an Event.

@@ -16,6 +16,7 @@ from kopf_outcomes.diagnosis.report import KOPF_FINALIZER, report
 from kopf_outcomes.diagnosis.scan import scan
 from kopf_outcomes.diagnosis.serving import serving
 from kopf_outcomes.diagnosis.signal import signal
+from kopf_outcomes.diagnosis.waits import waits
 
 _storage_options = [
     click.option("--storage", type=click.Choice(["both", "annotations", "status"]), default="both",
@@ -53,16 +54,21 @@ def why(target: str, namespace: str | None, output: str, **options: Any) -> None
     kind: Kind | None = None
     try:
         client = Client.from_kubeconfig()
-        kind = client.resolve(kind_text)
+        discovery = client.discover()
+        kind = client.resolve(kind_text, discovery)
         where = namespace or client.default_namespace
         body = client.get(kind.path(where, name))
         served = serving(client, body, datetime.datetime.now(datetime.timezone.utc))
+        found = report(kind, body, served=served, **options)
+        for handler in found["handlers"]:
+            seen = (handler.get("memory") or {}).get("seen")
+            if isinstance(seen, list) and seen:
+                handler["waitsOn"] = waits(client, seen, discovery)
     except KubeError as e:
         if e.status == 404 and kind is not None:
             _fail(render.not_found(kind, name, where if kind.namespaced else None))
         _fail(e)
         return
-    found = report(kind, body, served=served, **options)
     click.echo(render.why(found) if output == "table" else render.data(found, output))
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml  # PyYAML comes with Kopf
 
+from kopf_outcomes.diagnosis import waits
 from kopf_outcomes.diagnosis.kube import Kind
 
 PARKED_AFTER = 5 * 365 * 24 * 3600  # a Kopf delay this far out is a parked handler's, shown as such
@@ -73,6 +74,9 @@ def why(report: Mapping[str, Any]) -> str:
                      _overdue(handler) or _next_run(kp.get("delayed"), handler["state"], record.get("depends_on"),
                                                     handler.get("nextRecheck"), handler.get("escalatesAt"))])
     lines += ["", table(["HANDLER", "STATE", "REASON", "SINCE", "RETRIES", "STARTED", "NEXT RUN"], rows)]
+    for handler in handlers:
+        if handler.get("waitsOn"):
+            lines += ["", *waits.lines(handler["id"], handler["waitsOn"])]
     for handler in handlers:
         woken = (handler.get("memory") or {}).get("woken_by")
         if woken:
