@@ -6,7 +6,8 @@ object; the parked handler's state changes and Kopf runs it again at once. One m
 through the status subresource or the main resource, with kubernetes-asyncio.
 
 From the shell, ``kopf-outcomes signal KIND/NAME`` sends the same patches (with the standard
-library: it needs no extra). kubernetes-asyncio is the ``client`` extra (``pip install kopf-outcomes[client]``), not a runtime
+library: it needs no extra).
+kubernetes-asyncio is the ``client`` extra (``pip install kopf-outcomes[client]``), not a runtime
 dependency: its mere presence changes how Kopf logs in (``login_via_async_client``). It is
 imported when ``signal`` is called, not when this module is.
 """

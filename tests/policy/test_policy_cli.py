@@ -81,9 +81,10 @@ def test_check_policy_and_explain_import_from_the_current_folder_as_kopf_run_doe
     path_before = list(sys.path)
     result = invoke(check_policy, "policy.toml")
     assert result.exit_code == 0, result.output
-    result = invoke(explain, "--policy", "policy.toml", "--handler", "delete_fn", "--exception", "myop.ExternalSystemBusy")
+    result = invoke(explain, "--policy", "policy.toml", "--handler", "delete_fn",
+                    "--exception", "myop.ExternalSystemBusy")
     assert result.exit_code == 0, result.output
-    assert "decided by:  exceptions.\"myop.ExternalSystemBusy\"" in result.output or "pending" in result.output
+    assert "outcome:     pending" in result.output, result.output
     assert sys.path == path_before  # the folder is on the path while importing, not after
 
 

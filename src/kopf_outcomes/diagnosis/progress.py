@@ -20,9 +20,9 @@ _PROGRESS_KEYS = {"started", "stopped", "delayed", "retries", "success", "failur
 def storages_of(storage: Storage, prefix: str, status_field: str) -> list[tuple[str, kopf.ProgressStorage]]:
     """Where Kopf's progress is read from, in Kopf's order (as its MultiProgressStorage), each
     with the place it is named by when its value cannot be read."""
-    annotations = ("annotations", kopf.AnnotationsProgressStorage(prefix=prefix))
-    status = (status_field, kopf.StatusProgressStorage(field=status_field))
-    return {"annotations": [annotations], "status": [status], "both": [annotations, status]}[storage]
+    annotations: tuple[str, kopf.ProgressStorage] = ("annotations", kopf.AnnotationsProgressStorage(prefix=prefix))
+    status: tuple[str, kopf.ProgressStorage] = (status_field, kopf.StatusProgressStorage(field=status_field))
+    return [annotations] if storage == "annotations" else [status] if storage == "status" else [annotations, status]
 
 
 class Malformed(Exception):

@@ -115,7 +115,8 @@ def matches(selector: str, labels: Mapping[str, str]) -> bool:
             result = result and ((labels.get(key) == value) if operator != "!=" else labels.get(key) != value)
         elif set_operator is not None:
             choices = {v.strip() for v in values.split(",")}
-            result = result and ((labels.get(key) in choices) if set_operator == "in" else labels.get(key) not in choices)
+            chosen = labels.get(key) in choices
+            result = result and (chosen if set_operator == "in" else not chosen)
         else:
             result = result and key in labels
         position = found.end()
@@ -133,7 +134,7 @@ def _list(client: Client, kind: Kind, namespace: str | None) -> list[dict[str, A
         if e.status == 404:
             return []  # Kopf's peering CRDs are not installed: no peering of this kind
         raise
-    return [item for item in items if isinstance(item, Mapping)]
+    return [dict(item) for item in items if isinstance(item, Mapping)]
 
 
 def _deadline(peer: Mapping[str, Any]) -> datetime.datetime | None:
@@ -149,7 +150,4 @@ def _deadline(peer: Mapping[str, Any]) -> datetime.datetime | None:
 
 
 def _int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return 0
+    return value if isinstance(value, int) else 0

@@ -38,7 +38,8 @@ def signal(target: str, namespace: str | None, status_values: tuple[str, ...],
         raise click.BadParameter(f"{target!r}: expected KIND/NAME, e.g. kopfexamples/my-object", param_hint="TARGET")
     status_assignments = [_assignment(text, "--status") for text in status_values]
     status = _nested(status_assignments, "--status")
-    annotations = dict(_assignment(text, "--annotate", dotted=False) for text in annotation_values)
+    annotations = {key: None if value is None else str(value)
+                   for key, value in (_assignment(text, "--annotate", dotted=False) for text in annotation_values)}
     try:
         main, subresource = callback.patches(annotations, status)
     except ValueError as e:

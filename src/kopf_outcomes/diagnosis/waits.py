@@ -32,7 +32,8 @@ def kubectl_name(resource: Sequence[str]) -> str:
     return parts[0] if parts else ""
 
 
-def waits(client: Client, seen: Sequence[Mapping[str, Any]], discovery: Discovery | None = None) -> list[dict[str, Any]]:
+def waits(client: Client, seen: Sequence[Mapping[str, Any]],
+          discovery: Discovery | None = None) -> list[dict[str, Any]]:
     """Each source of the memory's ``seen``, with each object's state now: unchanged, changed
     (its tracked fields' values differ), gone, or unknown (it could not be read: why)."""
     found = []
