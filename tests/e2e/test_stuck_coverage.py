@@ -63,7 +63,7 @@ async def test_a_kind_the_user_may_not_list_is_named_never_read_as_nothing(clust
         lines = err.splitlines()
         assert lines[0].startswith("Not read (") and len(lines) <= 4, err
         forbidden = [line for line in lines if line.startswith("  403 Forbidden: ")]
-        assert len(forbidden) == 1 and int(forbidden[0].split()[3]) >= 20, err
+        assert len(forbidden) == 1 and int(forbidden[0].split()[2]) >= 20, err
 
         code, out, _ = await cli(restricted, "stuck", "secrets", "-n", namespace)  # the one kind, not readable
         assert code == 1, out
