@@ -92,7 +92,9 @@ def verdict(peerings: list[dict[str, Any]], labels: Mapping[str, str]) -> dict[s
 def _active(p: Mapping[str, Any]) -> str:
     """The operator that runs the handlers: Kopf pauses every other one for the highest priority."""
     live = [peer for peer in p["peers"] if peer["alive"]]
-    return f"{live[0]['id']} (priority {live[0]['priority']}, last seen {live[0]['lastSeen']})"
+    seen = _seen(live[0]["lastSeen"])
+    shown = seen.strftime("%Y-%m-%dT%H:%M:%SZ") if seen is not None else live[0]["lastSeen"]
+    return f"{live[0]['id']} (priority {live[0]['priority']}, last seen {shown})"
 
 
 _REQUIREMENT = re.compile(r"\s*(!?)\s*([^\s=!,()]+)(?:\s*(==|=|!=)\s*([^\s,()]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*")
@@ -139,14 +141,20 @@ def _list(client: Client, kind: Kind, namespace: str | None) -> list[dict[str, A
 
 def _deadline(peer: Mapping[str, Any]) -> datetime.datetime | None:
     """When Kopf considers the peer gone: last seen plus its lifetime (as Kopf's own ``Peer``)."""
+    seen = _seen(peer.get("lastseen"))
     try:
-        seen = datetime.datetime.fromisoformat(str(peer["lastseen"]).replace("Z", "+00:00"))
         lifetime = float(peer.get("lifetime", 60))
-    except (KeyError, ValueError, TypeError):
+    except (ValueError, TypeError):
         return None
-    if seen.tzinfo is None:
-        seen = seen.replace(tzinfo=datetime.timezone.utc)
-    return seen + datetime.timedelta(seconds=lifetime)
+    return seen + datetime.timedelta(seconds=lifetime) if seen is not None else None
+
+
+def _seen(stamp: object) -> datetime.datetime | None:
+    try:
+        seen = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return seen.astimezone(datetime.timezone.utc) if seen.tzinfo else seen.replace(tzinfo=datetime.timezone.utc)
 
 
 def _int(value: object) -> int:
