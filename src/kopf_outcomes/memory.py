@@ -93,7 +93,7 @@ class MemoryRecord(_Conclusion, total=False):
         whatever the handler, Kopf or an upgrade wrote since (see :class:`Memory`).
     ``seen`` (list[dict])
         Its other objects when it was stored, for ``why``: per source, its resource, how, tracked
-        fields and objects (:func:`kopf_outcomes.objects.described`; read, never compared).
+        fields and objects (``kopf_outcomes.objects.described``; read, never compared).
     """
 
     since: str
