@@ -1,1 +1,2 @@
-"""Why does an object wait? Read-only diagnosis from the objects themselves: ``why`` and ``stuck``."""
+"""Why does an object wait? Diagnosis from the objects themselves (``why``, ``stuck``: they only
+read), and the callback it may wait for, from the shell (``signal``: one merge-patch)."""

@@ -1,7 +1,9 @@
 """
-``kopf-outcomes why`` and ``kopf-outcomes stuck``, also as the kubectl plugin ``kubectl outcomes``.
+``kopf-outcomes why`` and ``kopf-outcomes stuck`` (and ``signal``), also as the kubectl plugin
+``kubectl outcomes``.
 
-They only read (GET), with the user's kubeconfig and current context, as kubectl does.
+``why`` and ``stuck`` only read (GET), with the user's kubeconfig and current context, as kubectl
+does; ``signal`` (:mod:`~kopf_outcomes.diagnosis.signal`) writes what the callback writes.
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 Reading objects as ``kubectl`` does: the user's kubeconfig and current context, no new dependency.
 
 The credentials come from Kopf's public ``kopf.login_with_kubeconfig()`` (tokens, client
-certificates, basic auth); the requests are plain HTTPS GETs from the standard library.
+certificates, basic auth); the requests are plain HTTPS from the standard library: GETs, and
+``signal``'s merge-patch.
 Kubeconfigs that need an exec plugin are not supported: pipe ``kubectl get -o json`` instead.
 """
 from __future__ import annotations
