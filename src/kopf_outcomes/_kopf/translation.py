@@ -201,8 +201,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 objects=taken[1] if taken is not None else None,
                                 woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
                                 deadline=getattr(result.exception, "deadline", None),
-                                uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key,
-                                seen=seen_objects(handler, cause) if taken is not None else None)
+                                uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
                     new["outcome"], new["reason"]):
                 hint = wakeups.fruitless(handler_id, woke)
@@ -210,11 +209,13 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                     _HINTS.warning(hint)
             if taken is not None:
                 if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
-                        and new == {**run.previous, "objects": taken[1], "seen": new["seen"]}):
+                        and new == {key: value for key, value in {**run.previous, "objects": taken[1]}.items()
+                                    if key != "seen"}):
                     new = run.previous  # woken by its other objects only, concluding as before: known here
                     cycle.own_quiet().add(handler_id)
                     dependents.saw(cause, handler_id, taken[1])
                 else:
+                    new["seen"] = seen_objects(handler, cause)  # for why: made only where it is stored
                     dependents.saw(cause, handler_id, None)  # stored: the memory carries what it saw
         memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
         if new is not None:
