@@ -12,14 +12,13 @@ appears, changes or goes, with no write to its object.
             return kopf_outcomes.Pending(f"{len(jobs)} jobs remain")
 
 They are watched through Kopf's own machinery: each source is a Kopf index of the other
-resource (so Kopf lists them all before any handler runs, also after a restart), and the object
-workers of Kopf's watchers wake the parked objects that depend on an object that changed or went
-(after Kopf's processing of its event, so that the index is up to date).
+resource (so Kopf lists them all before any handler runs, also after a restart), and Kopf's
+indexing of an object's event wakes the parked objects that depend on it, as soon as the index is
+up to date (before that object's own handlers run: ``_kopf/indexed.py``).
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import hashlib
 import json
 import weakref
@@ -175,18 +174,20 @@ def changed(body: object, *, gone: bool = False, indices: Collection[str] | None
                       [_sources[index] for index in indices if index in _sources])
     before = _last_keys.pop(uid, ()) if gone else _last_keys.get(uid, ())
     if not gone:
-        _last_keys[uid] = keys
-        _last_keys.move_to_end(uid)
-        if len(_last_keys) > LAST_KEYS_LIMIT:
-            _last_keys.popitem(last=False)
+        if keys:
+            _last_keys[uid] = keys
+        elif before:
+            del _last_keys[uid]
     for key in {*keys, *before}:
         for event in _waiters.get(key, ()):
             event.set()
 
 
-# The wake keys of each watched object as last seen (bounded; a forgotten one wakes by its new keys only).
-_last_keys: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedDict()
-LAST_KEYS_LIMIT = 65536
+# The wake keys of each watched object that has some, as last seen: which
+# parents it belonged to, so that one it leaves wakes too. Exact, not bounded: a bounded memory
+# that forgot a quiet child would wake only its new parents, and the one it left would wait for it
+# until its own next event (issue 43). One entry per such object, dropped when Kopf sees it go.
+_last_keys: dict[str, tuple[str, ...]] = {}
 
 
 def _wake_keys(body: Mapping[str, Any], sources: Iterable[Source]) -> tuple[str, ...]:

@@ -40,6 +40,7 @@ from kopf._core.actions.execution import (
 from kopf._core.actions.execution import Outcome as KopfOutcome
 from kopf._core.actions.execution import Result as KopfResult
 from kopf._core.actions.progression import HandlerState
+from kopf._core.engines import indexing
 from kopf._core.intents import causes
 from kopf._core.intents.handlers import TimerHandler
 from kopf._core.reactor import queueing
@@ -58,7 +59,7 @@ __all__ = [
     "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label",
     "finalizers",
-    "handler_var", "kind_of", "patches",
+    "handler_var", "indexing", "kind_of", "patches",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]

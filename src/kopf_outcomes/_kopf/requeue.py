@@ -32,7 +32,6 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from kopf_outcomes import objects
 from kopf_outcomes._kopf import held, listing, selection
 from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
@@ -169,7 +168,6 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
         registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
         held.sharded.set(held.shards_resource(registry, resource))  # a declared shard refuses only its resource's
-        filled = listing.own_indices(registry, resource) if objects.declared else None  # whom its changes wake
         _runs.set({})
         selected = selection.server_selection(settings, resource)  # what the API server sends of it (Kopf 1.45)
 
@@ -189,8 +187,6 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
                 return await processor(**processor_kwargs)
             finally:
                 _stream.reset(token)
-                if objects.declared and raw_event.__class__ is not Requeued:  # Kopf's indices know it now
-                    objects.changed(raw_event.get("object"), gone=raw_event.get("type") == "DELETED", indices=filled)
                 if raw_event.get("type") == "DELETED":
                     gone(resource, raw_event.get("object") or {})
 
