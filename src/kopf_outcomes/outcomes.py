@@ -9,7 +9,7 @@ would read a returned outcome as success, and a raised one by the handler's ``er
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -102,21 +102,28 @@ class Pending(Outcome):
         return (self.reason, self.recheck)
 
 
-def with_deadline(outcome: Pending, runtime: float) -> Pending:
+def with_deadline(outcome: PendingOrRetry, runtime: float) -> PendingOrRetry:
     """
     A copy of a Pending that runs again once the handler has been at it for ``runtime`` seconds
     (Kopf's ``runtime``, from its start), even if nothing changes: what a time-based escalation
     needs, as a parked Pending runs again only on a change. The earlier of two deadlines holds.
+    A Retry's copy runs no later than then: its delay is cut when Kopf takes it, at the run's end
+    (Kopf counts a delay from there; a cut by the run's start ran late by the run's own time).
     """
-    copy = Pending(outcome.reason, recheck=outcome.recheck)
+    copy: Pending | Retry
+    if isinstance(outcome, Retry):
+        copy = Retry(outcome.reason, delay=outcome.delay, level=outcome.level)
+    else:
+        copy = Pending(outcome.reason, recheck=outcome.recheck)
     earlier = deadline_of(outcome)
     copy._deadline = runtime if earlier is None else min(earlier, runtime)
-    return copy
+    return copy  # type: ignore[return-value]  # the type it was given
 
 
 def deadline_of(outcome: Outcome) -> float | None:
-    """The runtime at which a Pending must run again whatever happens (:func:`with_deadline`)."""
-    return outcome._deadline if isinstance(outcome, Pending) else None
+    """The runtime at which a Pending must run again whatever happens, or before which a Retry
+    must run (:func:`with_deadline`)."""
+    return outcome._deadline if isinstance(outcome, (Pending, Retry)) else None
 
 
 class Retry(Outcome):
@@ -135,9 +142,15 @@ class Retry(Outcome):
         self.delay = checked("Retry(delay=...)", values.seconds, delay)
         self.level = checked("Retry(level=...)", values.level, level)
 
+    # Set by :func:`with_deadline` only: not a field (equal outcomes stay equal).
+    _deadline: float | None = None
+
     def _fields(self) -> tuple[Any, ...]:
         return (self.reason, self.delay, self.level)
 
+
+
+PendingOrRetry = TypeVar("PendingOrRetry", Pending, Retry)
 
 
 class Fatal(Outcome):

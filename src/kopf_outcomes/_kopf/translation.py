@@ -24,7 +24,7 @@ from kopf_outcomes.finalizer import fault, retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryKeys, StoredOutcome
-from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success
+from kopf_outcomes.outcomes import Fatal, Outcome, Pending, Retry, Success, deadline_of
 from kopf_outcomes.runs import HandlerRun
 from kopf_outcomes.values import MAX_DELAY, FatalOnDelete
 
@@ -156,9 +156,20 @@ def fields(handler: Handler, outcome: str, reason: str | None = None, **more: fl
     return found
 
 
+def due_by_deadline(state: HandlerState | None, outcome: Retry) -> Retry:
+    """A Retry that must run by a deadline (an escalation's, :func:`~kopf_outcomes.outcomes.with_deadline`),
+    its delay cut as Kopf counts it: from now, the run's end, to the deadline (Kopf's runtime then)."""
+    deadline = deadline_of(outcome)
+    if deadline is None or state is None:
+        return outcome
+    delay = max(0.0, deadline - state.runtime.total_seconds())
+    return outcome if outcome.delay <= delay else Retry(outcome.reason, delay=delay, level=outcome.level)
+
+
 def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
           logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
     """A Retry counts against the handler's ``retries=`` and ``timeout=``, as TemporaryError does."""
+    outcome = due_by_deadline(state, outcome)
     if state is not None and not isinstance(outcome, engine.PluginFailure):
         runtime = state.runtime.total_seconds() + outcome.delay
         if handler.timeout is not None and runtime >= handler.timeout:

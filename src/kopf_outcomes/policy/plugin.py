@@ -117,8 +117,10 @@ def _due(outcome: Outcome, steps: tuple[Escalation, ...], run: HandlerRun) -> Ou
     limit = min(limits)
     if isinstance(outcome, Pending):
         return with_deadline(outcome, limit)
-    if isinstance(outcome, Retry) and run.runtime + outcome.delay > limit:
-        return Retry(outcome.reason, delay=max(0.0, limit - run.runtime), level=outcome.level)
+    if isinstance(outcome, Retry):  # cut again when Kopf takes it, from the run's end (translation.retry)
+        cut = Retry(outcome.reason, delay=max(0.0, limit - run.runtime), level=outcome.level) \
+            if run.runtime + outcome.delay > limit else outcome
+        return with_deadline(cut, limit)
     return outcome
 
 
