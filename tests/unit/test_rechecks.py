@@ -62,7 +62,9 @@ async def test_kopfs_own_earlier_delay_is_left_to_kopf(fake_apply: list[dict[str
     assert backlog.empty()  # and the cycle after its wake-up schedules ours
 
 
-async def test_quiet_rechecks_count_as_attempts(installed: Any, logger: logging.Logger) -> None:
+async def test_quiet_rechecks_count_as_attempts(installed: Any, logger: logging.Logger,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(requeue, "SPREAD", 0.0)  # the grid as stored, without its phase (test_requeue.py)
     retries: list[int] = []
 
     class Seen:

@@ -15,6 +15,7 @@ from kopf_outcomes._kopf import requeue
 from kopf_outcomes.memory import MemoryRecord, parse
 
 START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+GRID = START + datetime.timedelta(seconds=requeue.phase(START.isoformat(), 60))  # its 60 s grid's anchor
 
 
 def rechecking(every: float | None, since: datetime.datetime | None = START) -> MemoryRecord:
@@ -31,8 +32,8 @@ def rechecking(every: float | None, since: datetime.datetime | None = START) -> 
     (60.6, 120.0), (119.0, 120.0), (1000.0, 1020.0),
 ])
 def test_the_next_grid_point(elapsed: float, due: float) -> None:
-    now = START + datetime.timedelta(seconds=elapsed)
-    assert requeue.next_due(rechecking(60), now) == START + datetime.timedelta(seconds=due)
+    now = GRID + datetime.timedelta(seconds=elapsed)
+    assert requeue.next_due(rechecking(60), now) == GRID + datetime.timedelta(seconds=due)
 
 
 @pytest.mark.parametrize("record", [rechecking(None), rechecking(60, since=None), rechecking(0)])
@@ -142,7 +143,7 @@ async def test_a_recheck_of_a_resource_selected_on_the_server_runs_only_while_th
 @pytest.mark.parametrize(("elapsed", "quiet"), [(0, 0), (59, 0), (60, 0), (119.6, 1), (125, 1), (300, 4)])
 def test_quiet_rechecks_are_counted_from_the_grid(elapsed: float, quiet: int) -> None:
     """Kopf stored retries=1 with the conclusion; the k-th recheck is attempt k+1: k-1 quiet ones."""
-    assert requeue.quiet_attempts(rechecking(60), START + datetime.timedelta(seconds=elapsed)) == quiet
+    assert requeue.quiet_attempts(rechecking(60), GRID + datetime.timedelta(seconds=elapsed)) == quiet
     assert requeue.quiet_attempts(MemoryRecord(digest="d", outcome="retry", reason="r"), START) == 0
 def listing(event: dict[str, object]) -> contextvars.Context:
     """A context in which the cycle processes ``event`` (as the patched worker sets it)."""
@@ -163,21 +164,35 @@ LISTED = {"type": None, "object": {}}
 ])
 def test_a_point_just_passed_is_not_due_again_for_a_fresh_listing(event: dict[str, object], elapsed: float,
                                                                    due: float) -> None:
-    now = START + datetime.timedelta(seconds=elapsed)
+    now = GRID + datetime.timedelta(seconds=elapsed)
     found = listing(event).run(requeue.next_due, rechecking(60), now)
-    assert found == START + datetime.timedelta(seconds=due)
+    assert found == GRID + datetime.timedelta(seconds=due)
 
 
 @pytest.mark.parametrize(("elapsed", "due"), [(60.003, 120.0), (60.4, 120.0), (119.9, 120.0), (0.0, 60.0)])
 def test_after_a_run_the_next_recheck_is_the_next_grid_point(elapsed: float, due: float) -> None:
     """Not a full interval from the run: that drifted by each cycle's own time (Kopf 1.37: 0.1 s a run)."""
-    now = START + datetime.timedelta(seconds=elapsed)
-    assert requeue.next_due(rechecking(60), now, after=True) == START + datetime.timedelta(seconds=due)
+    now = GRID + datetime.timedelta(seconds=elapsed)
+    assert requeue.next_due(rechecking(60), now, after=True) == GRID + datetime.timedelta(seconds=due)
 
 
 @pytest.mark.parametrize(("ran", "due"), [(59.7, 120.0), (60.3, 120.0), (90.0, 120.0), (119.6, 180.0)])
 def test_a_run_within_the_tolerance_before_a_point_served_that_point(ran: float, due: float) -> None:
     """A run 0.3 s early served the point at 60 s: the next one is at 120 s, not 60 s again (a
     double run, seen under load in the scale-out chaos scenario)."""
-    at = START + datetime.timedelta(seconds=ran)
-    assert requeue.next_due(rechecking(60), at, after=True, served=True) == START + datetime.timedelta(seconds=due)
+    at = GRID + datetime.timedelta(seconds=ran)
+    assert requeue.next_due(rechecking(60), at, after=True, served=True) == GRID + datetime.timedelta(seconds=due)
+
+
+def test_conclusions_made_in_the_same_second_recheck_apart_and_stay_apart() -> None:
+    """Issue 42 (cost): a grid anchored at each conclusion's time kept objects that concluded in
+    the same second in lock-step for good (a burst of runs each interval); each grid now has a
+    phase of its own, fixed by its stored start: the same after a restart."""
+    since = [START + datetime.timedelta(microseconds=7919 * n) for n in range(100)]  # all within 1 s
+    later = START + datetime.timedelta(seconds=3600)
+    due = [requeue.next_due(rechecking(60, at), later) for at in since]
+    offsets = sorted((point - later).total_seconds() for point in due if point is not None)
+    assert len(offsets) == 100
+    assert offsets[-1] - offsets[0] > 4.0  # spread over most of a tenth of the interval; was: within 1 s
+    assert all(0.0 <= requeue.phase(at.isoformat(), 60) < 6.0 for at in since)  # never more than a tenth late
+    assert due == [requeue.next_due(rechecking(60, at), later) for at in since]  # a restart finds the same grid

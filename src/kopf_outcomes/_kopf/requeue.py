@@ -2,9 +2,10 @@
 Rechecks without writes: a handler that concludes ``Pending(recheck=...)`` about the same state as
 before runs again from the operator's memory, not through Kopf's stored delay and "touch-dummy".
 
-The schedule is a grid anchored where the conclusion began: ``since + k * recheck`` (both stored
-once, in the handler's memory, when the conclusion first holds), so it survives a restart without
-a write: after one, a handler runs at its next grid point, not at once and not never. A recheck
+The schedule is a grid anchored where the conclusion began: ``since + phase + k * recheck`` (both
+stored once, in the handler's memory, when the conclusion first holds; the phase, up to a tenth of
+the interval, is fixed by ``since``: objects that concluded together recheck apart, not in
+lock-step for good), so it survives a restart without a write: after one, a handler runs at its next grid point, not at once and not never. A recheck
 missed while the operator was down runs at the next grid point, at most one interval late; one
 that has just passed when a replica lists the objects (a restart, a resume, a takeover) is not run
 again: the replica that was active ran it.
@@ -28,6 +29,7 @@ import contextvars
 import dataclasses
 import datetime
 import functools
+import hashlib
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
@@ -37,6 +39,7 @@ from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
 
 TOLERANCE = 0.5  # seconds: a grid point this close is due now
+SPREAD = 0.1  # the share of its interval over which the grids of conclusions made together are spread
 
 
 class Pause(Protocol):
@@ -122,11 +125,22 @@ def last_run(handler_id: str) -> datetime.datetime | None:
 
 
 def _since(record: MemoryRecord) -> datetime.datetime | None:
+    """The grid's anchor: where the conclusion began, moved on by the record's own phase."""
+    since = record.get("since") or ""
     try:
-        start = datetime.datetime.fromisoformat(record.get("since") or "")
+        start = datetime.datetime.fromisoformat(since)
     except ValueError:
         return None
-    return start if start.tzinfo is not None else start.replace(tzinfo=datetime.timezone.utc)
+    start = start if start.tzinfo is not None else start.replace(tzinfo=datetime.timezone.utc)
+    return start + datetime.timedelta(seconds=phase(since, record.get("recheck") or 0.0))
+
+
+def phase(since: str, interval: float) -> float:
+    """Seconds by which a grid is moved on: up to ``SPREAD`` of its interval, fixed by the stored
+    start (to the microsecond), so that objects that concluded in the same second recheck apart and
+    stay apart, and a restart finds the same grid (stock Kopf's delays drift apart by themselves)."""
+    share = int.from_bytes(hashlib.sha256(since.encode()).digest()[:4], "big") / 2**32
+    return share * SPREAD * interval
 
 
 def _listed() -> bool:
