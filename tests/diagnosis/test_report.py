@@ -8,6 +8,7 @@ import kopf
 import pytest
 
 from kopf_outcomes import memory
+from kopf_outcomes._kopf import requeue
 from kopf_outcomes.diagnosis import progress, render
 from kopf_outcomes.diagnosis.kube import Kind
 from kopf_outcomes.diagnosis.report import report
@@ -103,7 +104,8 @@ def test_progress_read_ignores_what_is_not_progress():
     assert progress.read(found, []) == {}
 
 
-def test_the_next_run_of_a_recheck_comes_from_the_memory_not_kopfs_stale_delay():
+def test_the_next_run_of_a_recheck_comes_from_the_memory_not_kopfs_stale_delay(monkeypatch):
+    monkeypatch.setattr(requeue, "SPREAD", 0.0)  # the grid without its phase (tests/unit/test_requeue.py)
     # Pending(recheck=5) since 11:59:02; Kopf's `delayed` was written once, for the first recheck,
     # and is not updated while the conclusion holds (rechecks write nothing): at 12:00:00 it is
     # long past, while the grid since + k * 5 s says 12:00:02.
