@@ -196,3 +196,63 @@ def test_conclusions_made_in_the_same_second_recheck_apart_and_stay_apart() -> N
     assert offsets[-1] - offsets[0] > 4.0  # spread over most of a tenth of the interval; was: within 1 s
     assert all(0.0 <= requeue.phase(at.isoformat(), 60) < 6.0 for at in since)  # never more than a tenth late
     assert due == [requeue.next_due(rechecking(60, at), later) for at in since]  # a restart finds the same grid
+
+
+async def test_a_recheck_under_server_selection_asks_no_request_and_drops_an_object_that_left_unseen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 (cost): a quiet recheck of a resource that the API server selects asked a LIST of its
+    own (one per object per recheck). Whether the object is still selected is read off the watch
+    stream: a new listing (after "410 Gone") that lacks it says it left, with no request."""
+    import functools
+
+    import kopf
+    from kopf._cogs.clients import api, watching
+
+    import kopf_outcomes
+    import tests.unit.kopf_objects
+
+    def obj(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}"}}
+    settings, requests, processed, told = kopf.OperatorSettings(), [], [], []
+    if not hasattr(settings.watching, "label_selectors"):
+        pytest.skip("Kopf < 1.45 selects nothing on the server")
+    settings.watching.label_selectors[tests.unit.kopf_objects.RESOURCE.plural] = "shard=a"
+
+    async def get(**kwargs: Any) -> dict[str, Any]:  # the API server (tests/e2e/test_still_selected.py)
+        requests.append(kwargs["url"])
+        return {"items": [{}]}
+    monkeypatch.setattr(api, "get", get)
+
+    async def kopf_watch(**_: Any) -> Any:  # two listings, the second after a "410 Gone": b left meanwhile
+        for listed in ([obj("a"), obj("b")], [obj("a")]):
+            for body in listed:
+                yield {"type": None, "object": body}
+            yield watching.Bookmark.LISTED
+    monkeypatch.setattr(watching, "infinite_watch", kopf_watch)
+    kopf_outcomes.install(entry_points=False, events=False)
+
+    async def process_resource_event(*, raw_event: Any, **_: Any) -> None:
+        processed.append(raw_event["object"]["metadata"]["name"])
+
+    async def recheck(name: str) -> None:
+        async def kopf_worker(*, processor: Any, streams: Any, key: str) -> None:
+            await processor(raw_event=requeue.Requeued({"type": "MODIFIED", "object": obj(name)}))
+        worker = requeue.wrap_worker(kopf_worker, lambda resource, body: told.append(body["metadata"]["name"]))
+        await worker(processor=functools.partial(process_resource_event, settings=settings, registry=None,
+                                                 resource=tests.unit.kopf_objects.RESOURCE),
+                     streams={"k": types.SimpleNamespace(backlog=asyncio.Queue())}, key="k")
+
+    async def kopf_watcher(**_: Any) -> None:  # Kopf's watcher: its stream, its workers' rechecks
+        stream = watching.infinite_watch(settings=settings, resource=tests.unit.kopf_objects.RESOURCE)
+        async for event in stream:
+            if event is watching.Bookmark.LISTED:
+                await recheck("a")
+                await recheck("b")
+
+    try:
+        await requeue.wrap_watcher(kopf_watcher)(settings=settings, resource=tests.unit.kopf_objects.RESOURCE,
+                                                 operator_paused=None)
+    finally:
+        kopf_outcomes.uninstall()
+    assert processed == ["a", "b", "a"] and told == ["b"]  # b left the selection unseen: not rechecked
+    assert requests == []  # was: one LIST per recheck

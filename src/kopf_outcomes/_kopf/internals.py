@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_api_errors
+from kopf._cogs.clients import watching
 from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._cogs.structs import finalizers, patches
 from kopf._cogs.structs.ids import HandlerId
@@ -61,7 +62,7 @@ __all__ = [
     "finalizers",
     "handler_var", "indexing", "kind_of", "patches",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
-    "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
+    "registered_ids", "runtime_of", "subsettings_var", "watching", "with_outcomes",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.

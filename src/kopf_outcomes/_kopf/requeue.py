@@ -31,7 +31,7 @@ import datetime
 import functools
 import hashlib
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from kopf_outcomes._kopf import held, listing, selection
@@ -69,6 +69,9 @@ class Stream:
 # Set by the watcher of a resource (Kopf passes it the pause), inherited by its workers' tasks.
 _pause: contextvars.ContextVar[Pause | None] = contextvars.ContextVar("kopf_outcomes_pause", default=None)
 _stream: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("kopf_outcomes_stream", default=None)
+# Set by the watcher of a resource that the API server selects: what its watch stream says is selected.
+_listings: contextvars.ContextVar[selection.Listings | None] = contextvars.ContextVar(
+    "kopf_outcomes_listings", default=None)
 # When this object's worker last ran each rechecking handler (the worker's own: forgotten with it).
 _runs: contextvars.ContextVar[dict[str, datetime.datetime] | None] = contextvars.ContextVar(
     "kopf_outcomes_runs", default=None)
@@ -150,12 +153,24 @@ def _listed() -> bool:
 
 
 def wrap_watcher(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Kopf's watcher of a resource, whose workers learn Kopf's pause (every supported Kopf passes it),
-    known to :mod:`.listing` until it has listed its resource."""
+    """Kopf's watcher of a resource, whose workers learn Kopf's pause (every supported Kopf passes it)
+    and, where the API server selects, what its watch stream says is still selected; known to
+    :mod:`.listing` until it has listed its resource."""
     async def watcher(**kwargs: Any) -> None:
         _pause.set(kwargs.get("operator_paused"))  # in the watcher's own task: its workers inherit it
+        if any(selection.server_selection(kwargs.get("settings"), kwargs.get("resource"))):
+            _listings.set(selection.Listings())  # its stream (wrap_watch) and its workers share it
         await listing.watched(original, kwargs)  # an index is complete once listed (unknown is not none)
     return watcher
+
+
+def wrap_watch(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    """Kopf's ``watching.infinite_watch``, noted on the way where its watcher's resource is selected."""
+    def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
+        listings = _listings.get()
+        stream = original(**kwargs)
+        return listings.stamped(stream) if listings is not None else stream
+    return infinite_watch
 
 
 def pause_of(processor: Any) -> Pause | None:
@@ -190,8 +205,7 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
             if raw_event.__class__ is Requeued:
                 if pause is not None and pause.is_on():
                     return None  # a recheck queued before the pause: not this replica's to run now
-                if any(selected) and not await selection.still_selected(settings, resource, selected,
-                                                                       raw_event.get("object") or {}):
+                if any(selected) and not await still_selected(settings, resource, selected, raw_event.get("object") or {}):
                     gone(resource, raw_event.get("object") or {})  # it left this watch unseen: as if deleted
                     return None
             token = _stream.set(Stream(stream.backlog, raw_event, pause))
@@ -206,6 +220,15 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
 
         await original(**{**kwargs, "processor": processing})
     return worker
+
+
+async def still_selected(settings: Any, resource: Any, selected: selection.Selection, body: Mapping[str, Any]) -> bool:
+    """Whether the API server still sends this object to the watch: read off the watch's own stream
+    (no request); asked of the API server only where the stream is not known here."""
+    listings = _listings.get()
+    if listings is not None:
+        return listings.holds(body)
+    return await selection.still_selected(settings, resource, selected, body)
 
 
 async def sleep_and_requeue(deadline: float | None, pressure: asyncio.Event | None,

@@ -4,14 +4,19 @@ What the API server sends of a resource to the operator's watch, where Kopf asks
 an object outside the selection is never seen, so it is never read as "none" (``dependents.take``
 holds a handler whose other objects are selected so), and an object that left it unseen (a watch
 restarted from a new listing is not told) is not rechecked on its last state (``requeue``).
+
+Whether an object is still selected is read off the watch itself (:class:`Listings`): the API
+server tells a watch that stays connected of an object that leaves its selection (a DELETED
+event), and a new listing (after "410 Gone") holds every object still selected; one that was in
+none since the last listing has left. No request per recheck.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
 from typing import Any, NamedTuple
 
-from kopf_outcomes._kopf.internals import kopf_api
+from kopf_outcomes._kopf.internals import kopf_api, watching
 
 _LOGGER = logging.getLogger("kopf_outcomes")
 
@@ -76,3 +81,33 @@ async def still_selected(settings: Any, resource: Any, selection: Selection, bod
         _LOGGER.debug(f"Could not ask whether {metadata.get('name')!r} is still selected: {e!r}")
         return True
     return bool(found.get("items"))
+
+
+class Listings:
+    """One watch of a selected resource: how many listings it has completed, and for each object
+    the listing it was last seen in or after (its events carry it). An object is still selected
+    while it was seen in or after the last complete listing; it is forgotten when it goes."""
+
+    def __init__(self) -> None:
+        self.listed = 0
+        self.seen: dict[str, int] = {}
+
+    async def stamped(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """Kopf's watch stream, passed on as it is, each object's event noted on the way."""
+        async for raw_event in stream:
+            if raw_event is watching.Bookmark.LISTED:
+                self.listed += 1
+            elif isinstance(raw_event, dict) and isinstance(raw_event.get("object"), dict):
+                uid = (raw_event["object"].get("metadata") or {}).get("uid")
+                if uid is None:
+                    pass  # a BOOKMARK event: no object
+                elif raw_event.get("type") == "DELETED":
+                    self.seen.pop(uid, None)
+                else:  # a listing's event counts for the listing under way
+                    self.seen[uid] = self.listed + (1 if raw_event.get("type") is None else 0)
+            yield raw_event
+
+    def holds(self, body: Any) -> bool:
+        """Whether the object was seen in or after the last complete listing (else it left unseen)."""
+        uid = (body.get("metadata") or {}).get("uid")
+        return self.seen.get(uid, -1) >= self.listed

@@ -13,6 +13,8 @@ decide stays Kopf's own.
   rechecks sleep there and run again without a write (:mod:`.requeue`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 - ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
+- ``watching.infinite_watch`` — where the API server selects, its stream tells the workers which
+  objects it still sends: a recheck asks no LIST (:class:`.selection.Listings`).
 - ``indexing.index_resource`` — a watched object's change wakes the parents that wait on it as soon
   as Kopf's indices know it (:mod:`.indexed`), not after the object's own handlers.
 - ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
@@ -29,7 +31,7 @@ from typing import Any
 from kopf_outcomes import engine, objects
 from kopf_outcomes._kopf import delays, held, indexed, kopf_runs, requeue
 from kopf_outcomes._kopf.handler_run import Runs
-from kopf_outcomes._kopf.internals import application, execution, finalizers, indexing, patches, queueing
+from kopf_outcomes._kopf.internals import application, execution, finalizers, indexing, patches, queueing, watching
 from kopf_outcomes._kopf.reaction import Reactions
 from kopf_outcomes.manager import PluginManager
 
@@ -49,6 +51,7 @@ class Wrappers:
             (queueing, "worker"): queueing.worker,
             (queueing, "watcher"): queueing.watcher,
             (indexing, "index_resource"): indexing.index_resource,
+            (watching, "infinite_watch"): watching.infinite_watch,
             (finalizers, "allow_deletion"): finalizers.allow_deletion,
             (patches.Patch, "as_json_patch"): patches.Patch.as_json_patch,
         }
@@ -63,6 +66,7 @@ class Wrappers:
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
         self.index_resource = indexed.wrap(indexing.index_resource)  # parents woken when the index knows
+        self.infinite_watch = requeue.wrap_watch(watching.infinite_watch)  # what a selected watch still sends
         self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
         self.as_json_patch = held.wrap_json_patch(patches.Patch.as_json_patch)  # another shard's: no diff
 
