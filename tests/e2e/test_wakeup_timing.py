@@ -22,7 +22,8 @@ async def gone(objects, namespace: str, name: str) -> bool:
     return await get_example(objects, namespace, name) is None
 
 
-async def test_a_parent_wakes_at_once_when_a_child_whose_own_handler_takes_its_time_leaves_it(objects, namespace, operator):
+async def test_a_parent_wakes_at_once_when_a_child_whose_own_handler_takes_its_time_leaves_it(
+        objects, namespace, operator):
     async with operator(OPERATOR) as op:
         await create(objects, namespace, "p", {"role": "parent"})
         await create(objects, namespace, "c", {"role": "child", PARENT: "p"})

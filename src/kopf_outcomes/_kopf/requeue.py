@@ -5,8 +5,9 @@ before runs again from the operator's memory, not through Kopf's stored delay an
 The schedule is a grid anchored where the conclusion began: ``since + phase + k * recheck`` (both
 stored once, in the handler's memory, when the conclusion first holds; the phase, up to a tenth of
 the interval, is fixed by ``since``: objects that concluded together recheck apart, not in
-lock-step for good), so it survives a restart without a write: after one, a handler runs at its next grid point, not at once and not never. A recheck
-missed while the operator was down runs at the next grid point, at most one interval late; one
+lock-step for good), so it survives a restart without a write: after one, a handler runs at its
+next grid point, not at once and not never. A recheck missed while the operator was down runs at
+the next grid point, at most one interval late; one
 that has just passed when a replica lists the objects (a restart, a resume, a takeover) is not run
 again: the replica that was active ran it.
 
@@ -205,8 +206,9 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
             if raw_event.__class__ is Requeued:
                 if pause is not None and pause.is_on():
                     return None  # a recheck queued before the pause: not this replica's to run now
-                if any(selected) and not await still_selected(settings, resource, selected, raw_event.get("object") or {}):
-                    gone(resource, raw_event.get("object") or {})  # it left this watch unseen: as if deleted
+                last = raw_event.get("object") or {}
+                if any(selected) and not await still_selected(settings, resource, selected, last):
+                    gone(resource, last)  # it left this watch unseen: as if deleted
                     return None
             token = _stream.set(Stream(stream.backlog, raw_event, pause))
             try:

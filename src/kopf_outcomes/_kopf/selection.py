@@ -110,4 +110,4 @@ class Listings:
     def holds(self, body: Any) -> bool:
         """Whether the object was seen in or after the last complete listing (else it left unseen)."""
         uid = (body.get("metadata") or {}).get("uid")
-        return self.seen.get(uid, -1) >= self.listed
+        return self.seen.get(str(uid), -1) >= self.listed
