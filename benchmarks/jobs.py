@@ -11,7 +11,9 @@ phase changes.
 
 Sides, side by side: stock Kopf polling with ``TemporaryError(delay=20)``; kopf-outcomes with
 ``Pending`` and ``depends_on_objects(selected(... "{metadata.name}"))``, its own writes left out
-of its state (``ignore=``); and the same without ``ignore=`` (what the hint is about).
+of its state (``ignore=``); and the same without ``ignore=`` (what the hint is about). Then the
+port's shape, stock and ours: the handler creates its own Job when its parent is deleted and writes
+its status on every run (issue 43, finding 6: its own creation wakes it once more).
 
 Figures: Job done (its succeeded PATCH sent) -> parent gone (DELETED seen by a watch), handler
 runs, writes to the parents (Kopf's and the handler's own, from the audit log), Events, ERROR
@@ -45,6 +47,10 @@ SIDES = {
     "stock": ("benchmarks/operators/stock_jobs.py", {"BENCH_DELAY": str(STOCK_DELAY)}),
     "ours": ("benchmarks/operators/jobs.py", {}),
     "ours_without_ignore": ("benchmarks/operators/jobs.py", {"BENCH_NO_IGNORE": "1"}),
+    # The port's shape (issue 43, finding 6): the handler creates its own Job and writes its status on every run.
+    "stock_creates_job": ("benchmarks/operators/stock_jobs.py", {"BENCH_DELAY": str(STOCK_DELAY),
+                                                                 "BENCH_CREATES_JOB": "1"}),
+    "ours_creates_job": ("benchmarks/operators/jobs.py", {"BENCH_CREATES_JOB": "1"}),
 }
 _ERROR = re.compile(r"\[ERROR\s*\]|\[CRITICAL\s*\]")
 _HINT = "concluded as before each time"
@@ -108,13 +114,17 @@ async def _side(api: client.ApiClient, cluster: ClusterInfo, side: str, names: l
         await create_objects(api, namespace, names)
         await mirror.wait_all(has_finalizer, names, timeout=120, what=f"{side}: finalizers", alive=op.check_alive)
         batch = client.BatchV1Api(api)
-        await asyncio.gather(*(batch.create_namespaced_job(namespace, _job(name)) for name in names))
-        # The Jobs exist well before their parents are deleted, as in the real shape: the operators'
-        # watches have seen them (else a parent may first conclude "no cleanup job yet": one more run).
-        await asyncio.sleep(JOBS_SEEN)
+        creates = "BENCH_CREATES_JOB" in env
+        if not creates:
+            await asyncio.gather(*(batch.create_namespaced_job(namespace, _job(name)) for name in names))
+            # The Jobs exist well before their parents are deleted, as in the real shape: the operators'
+            # watches have seen them (else a parent may first conclude "no cleanup job yet": one more run).
+            await asyncio.sleep(JOBS_SEEN)
         mark, cpu = audit.mark(), op.cpu_seconds()
         await delete_objects(api, namespace, names)
         await mirror.wait_all(is_waiting, names, timeout=120, what=f"{side}: waiting", alive=op.check_alive)
+        while creates and len((await batch.list_namespaced_job(namespace)).items) < len(names):
+            await asyncio.sleep(0.2)  # the handlers create them: the runner moves them once they exist
         await prepared.wait()  # every side waits: the runners start together
         done = await _runner(api, namespace, offsets, failing=names[0])
         await mirror.wait_gone(names, timeout=max(offsets.values()) + 3 * STOCK_DELAY + 30,

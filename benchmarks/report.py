@@ -250,6 +250,12 @@ def _jobs_rows(report: dict[str, Any], jobs: dict[str, Any], row: Callable[[str]
         f"| {_x(ratio(ours['cpu_s'], stock['cpu_s']))} | |")
     if unignored:
         row(f"| | without ignore=: hints logged (once per handler) | — | {unignored['hints']} | | |")
+    port, stock_port = jobs.get("ours_creates_job"), jobs.get("stock_creates_job")
+    if port and stock_port:  # the handler creates its own Job and writes its status on every run
+        for key, what in (("handler_runs", "handler runs"),
+                          ("writes_to_parents_handler", "writes to the parents by the handler's own client")):
+            row(f"| | the handler creates its Job, writes its status each run: {what} | {stock_port[key]} "
+                f"| {port[key]} | {_x(ratio(port[key], stock_port[key]))} | |")
 
 
 def _causes(retries: dict[str, Any]) -> str:
