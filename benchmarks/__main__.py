@@ -26,7 +26,7 @@ from benchmarks.common import ROOT, machine_info, now_iso, say
 from benchmarks.kube import api_client, ensure_crd_served
 from benchmarks.retries import Retries
 
-SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale", "jobs", "curve", "lifecycle")
+SCENARIOS = ("overhead", "instructions", "latency", "writes", "scale", "jobs", "wakeups", "curve", "lifecycle")
 IN_PROCESS = frozenset({"overhead", "instructions"})  # no API server needed
 OWN_CLUSTER = frozenset({"lifecycle"})  # a control plane of its own (benchmarks/own_cluster.py)
 RESULTS = ROOT / "benchmarks" / "results"
@@ -52,7 +52,7 @@ def render(report: dict[str, Any], out: Path) -> str:
 
 
 async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | None = None,
-               curve_sizes: list[int] | None = None) -> int:
+               curve_sizes: list[int] | None = None, wakeups_parents: int | None = None) -> int:
     from kopf_outcomes_testing.cluster import ensure_running
     from kopf_outcomes_testing.cluster.resources import EXAMPLE_CRD
 
@@ -62,7 +62,8 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
         "machine": machine_info(), "durations_s": {},
         "command": "python -m benchmarks run" + (" --quick" if quick else "")
                    + (f" --scale-objects {scale_objects}" if scale_objects else "")
-                   + (f" --curve-sizes {','.join(map(str, curve_sizes))}" if curve_sizes else ""),
+                   + (f" --curve-sizes {','.join(map(str, curve_sizes))}" if curve_sizes else "")
+                   + (f" --wakeups-parents {wakeups_parents}" if wakeups_parents else ""),
     }}
     failed = False
     total = Retries()
@@ -81,7 +82,8 @@ async def _run(quick: bool, only: list[str], out: Path, scale_objects: int | Non
             try:
                 if api is not None and name not in IN_PROCESS | OWN_CLUSTER:
                     await ensure_crd_served(api, EXAMPLE_CRD)
-                report[name] = await _scenario(name, quick, api, cluster, scale_objects, curve_sizes, retries)
+                report[name] = await _scenario(name, quick, api, cluster, scale_objects, curve_sizes, retries,
+                                               wakeups_parents)
             except Exception as e:
                 failed = True
                 report[name] = {"error": f"{type(e).__name__}: {e}"}
@@ -109,8 +111,9 @@ def _retries_line(retries: dict[str, Any]) -> str:
 
 
 async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_objects: int | None,
-                    curve_sizes: list[int] | None, retries: Retries) -> dict[str, Any]:
-    from benchmarks import curve, instructions, jobs, latency, lifecycle, overhead, scale, writes
+                    curve_sizes: list[int] | None, retries: Retries, wakeups_parents: int | None = None
+                    ) -> dict[str, Any]:
+    from benchmarks import curve, instructions, jobs, latency, lifecycle, overhead, scale, wakeups, writes
 
     runs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "overhead": lambda: overhead.run(quick=quick),
@@ -119,6 +122,7 @@ async def _scenario(name: str, quick: bool, api: Any, cluster: Any, scale_object
         "writes": lambda: writes.run(api, cluster, quick=quick),
         "scale": lambda: scale.run(api, str(cluster.admin_kubeconfig), quick=quick, objects=scale_objects),
         "jobs": lambda: jobs.run(api, cluster, quick=quick),
+        "wakeups": lambda: wakeups.run(api, cluster, quick=quick, parents=wakeups_parents),
         "curve": lambda: curve.run(api, str(cluster.admin_kubeconfig), quick=quick, sizes=curve_sizes),
         "lifecycle": lambda: lifecycle.run(quick=quick, retries=retries),
     }
@@ -148,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"comma-separated scenarios (default: all of {','.join(SCENARIOS)})")
     run.add_argument("--scale-objects", type=int, default=None, metavar="N",
                      help="waiting objects in the scale scenario (default: 10000, or 100 with --quick)")
+    run.add_argument("--wakeups-parents", type=int, default=None, metavar="N",
+                     help="parents in the wakeups scenario, 10 children each (default: 1000, or 10 with --quick)")
     run.add_argument("--curve-sizes", type=_sizes, default=None, metavar="N,N,...",
                      help="waiting objects at each point of the scale curve "
                           "(default: 0,10,100,1000,10000, or 0,10,100 with --quick)")
@@ -177,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale_objects is not None and args.scale_objects < 1:
         parser.error(f"--scale-objects must be at least 1, got {args.scale_objects}")
     out = args.out or RESULTS / ("quick.json" if args.quick else "report.json")
-    return asyncio.run(_run(args.quick, only, out.resolve(), args.scale_objects, args.curve_sizes))
+    if args.wakeups_parents is not None and args.wakeups_parents < 1:
+        parser.error(f"--wakeups-parents must be at least 1, got {args.wakeups_parents}")
+    return asyncio.run(_run(args.quick, only, out.resolve(), args.scale_objects, args.curve_sizes,
+                            args.wakeups_parents))
 
 
 if __name__ == "__main__":

@@ -194,6 +194,9 @@ def markdown(report: dict[str, Any]) -> str:
     jobs = report.get("jobs")
     if jobs and "error" not in jobs:
         _jobs_rows(report, jobs, row)
+    wakeups = report.get("wakeups")
+    if wakeups and "error" not in wakeups:
+        _wakeups_rows(wakeups, row)
     curve = report.get("curve")
     if curve and "error" not in curve:
         for point in curve["points"]:
@@ -256,6 +259,21 @@ def _jobs_rows(report: dict[str, Any], jobs: dict[str, Any], row: Callable[[str]
                           ("writes_to_parents_handler", "writes to the parents by the handler's own client")):
             row(f"| | the handler creates its Job, writes its status each run: {what} | {stock_port[key]} "
                 f"| {port[key]} | {_x(ratio(port[key], stock_port[key]))} | |")
+
+
+def _wakeups_rows(wakeups: dict[str, Any], row: Callable[[str], None]) -> None:
+    params, stock, ours = wakeups["params"], wakeups["stock"], wakeups["ours"]
+    title = (f"Wake-ups: {params['parents']:,} parents, {params['children']:,} children by a per-parent label "
+             f"({params['moved_children']} moved; stock: TemporaryError(delay={params['stock_delay_s']:g}))")
+    for key, what in (("wake_p50_s", "child done or moved away → parent gone, p50, s"), ("wake_p99_s", "p99, s"),
+                      ("wake_max_s", "max, s")):
+        row(f"| {title if key == 'wake_p50_s' else ''} | {what} | {_num(stock[key])} | {_num(ours[key])} "
+            f"| {_x(ratio(ours[key], stock[key]), 3)} | |")
+    for key, what in (("lost_wakeups", "lost wake-ups (gone later than the bound)"),
+                      ("handler_runs", "handler runs"), ("needless_runs", "handler runs beyond 2 per parent"),
+                      ("rss_mib", "operator RSS, MiB"), ("cpu_s", "operator CPU, s (deletions → last gone)"),
+                      ("start_to_listed_s", "operator start → every parent has its finalizer, s")):
+        row(f"| | {what} | {_num(stock[key])} | {_num(ours[key])} | {_x(ratio(ours[key], stock[key]))} | |")
 
 
 def _causes(retries: dict[str, Any]) -> str:
