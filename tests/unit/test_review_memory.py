@@ -1,0 +1,237 @@
+"""
+An adversarial review of issue 42's once-per-state memory (main 61266e7..873d19b), through Kopf's
+real processing of one object's events (:mod:`.one_object`). Each test states a promise of
+docs/safety.md or docs/memory.md; a test marked ``xfail(strict=True)`` is one the code breaks
+(its reason says how), the others are guards that it holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kopf
+import pytest
+
+import kopf_outcomes
+from kopf_outcomes import Fatal, Outcome, Pending, Retry
+from kopf_outcomes.memory import DEFAULT_KEYS
+from tests.unit.kopf_objects import ephemera, processing
+from tests.unit.one_object import RESOURCE as KOPF_RESOURCE
+from tests.unit.one_object import Operator, Server, server
+
+__all__ = ["server"]
+
+RESOURCE = ("kopf.dev", "v1", "kopfexamples")
+Seen = list[tuple[bool, str]]  # per run: acted_on_this_state, idempotency_key
+
+
+@pytest.fixture(autouse=True)
+def installed(unpatched: None) -> Iterator[None]:
+    kopf_outcomes.install(entry_points=False, events=False)
+    yield
+
+
+def waiting(seen: Seen, then: Callable[[int, kopf.Patch], Outcome | None] | None = None) -> Callable[..., Any]:
+    """A handler that recalls its memory (where it did not act yet, it starts its side effect) and
+    waits with a recheck; ``then`` may decide otherwise, by the run's number."""
+    def fn(patch: kopf.Patch, **_: Any) -> Outcome | None:
+        memory = kopf_outcomes.recall()
+        seen.append((memory.acted_on_this_state, memory.idempotency_key))
+        return then(len(seen), patch) if then is not None else Pending("waiting for the callback", recheck=60)
+    return fn
+
+
+def operator(server: Server, *fns: Callable[..., Any], **options: Any) -> Operator:
+    registry = kopf.OperatorRegistry()
+    for index, fn in enumerate(fns):
+        kopf.on.delete(*RESOURCE, registry=registry, id=f"h{index}" if len(fns) > 1 else "h", **options)(fn)
+    return Operator(server, registry)
+
+
+def retained(name: str, runs: list[str]) -> Callable[..., Outcome]:
+    def fn(**_: Any) -> Outcome:
+        runs.append(name)
+        return Fatal("the external system refused", on_delete="retain")
+    return fn
+
+
+class AsapOperator(Operator):
+    """An operator with Kopf's default lifecycle (``asap``: one handler per cycle), as ``kopf run`` has it."""
+
+    async def event(self) -> None:
+        pressure = asyncio.Event()
+        pressure.set()
+        await asyncio.wait_for(processing.process_resource_event(
+            lifecycle=kopf.lifecycles.asap, indexers=processing.indexing.OperatorIndexers(),
+            registry=self.registry, settings=self.settings, memories=self.memories, memobase=ephemera.Memo(),
+            resource=KOPF_RESOURCE, raw_event={"type": "MODIFIED", "object": copy.deepcopy(self.server.body)},
+            event_queue=asyncio.Queue(), stream_pressure=pressure, no_throttling=True), timeout=30)
+
+
+# --- Once per state: another operator's status storage, as Kopf leaves it -----------------------
+
+@pytest.mark.xfail(strict=True, reason="another operator's status.<name>.progress emptied by Kopf's purge ({}) is "
+                                       "no longer Kopf-shaped: it wakes the parked handler and changes its key")
+async def test_another_operators_progress_emptied_when_it_is_done_keeps_the_key(server: Server) -> None:
+    """Operator B (``StatusProgressStorage(name="b-op")``) runs and finishes: Kopf purges each of
+    its handlers' records with a merge-patch null, which leaves ``status.b-op.progress: {}``
+    (as the API server stores it; ``kubectl get`` shows ``progress: {}`` on every such object)."""
+    seen: Seen = []
+    op = operator(server, waiting(seen))
+    await op.event()
+    server.body.setdefault("status", {})["b-op"] = {"progress": {"b_fn": {"started": "2026-12-04T00:00:00",
+                                                                          "retries": 1, "message": "down"}}}
+    await op.event()  # B works: its bookkeeping
+    server.body["status"]["b-op"]["progress"] = {}  # B is done: Kopf purged its record
+    await op.event()
+    server.age(61)
+    await op.event()  # the recheck
+    assert seen == [(False, seen[0][1]), (True, seen[0][1])]
+
+
+async def test_another_operators_progress_while_it_works_keeps_the_key(server: Server) -> None:
+    """Guard: B's bookkeeping while it works (records in Kopf's shape) neither wakes nor re-keys."""
+    seen: Seen = []
+    op = operator(server, waiting(seen))
+    await op.event()
+    server.body.setdefault("status", {})["b-op"] = {"progress": {"b_fn": {"started": "2026-12-04T00:00:00",
+                                                                          "retries": 1, "message": "down"}}}
+    await op.event()
+    server.age(61)
+    await op.event()
+    assert seen == [(False, seen[0][1]), (True, seen[0][1])]
+
+
+# --- Once per state: the handler's own write in a Retry before any conclusion -------------------
+
+@pytest.mark.xfail(strict=True, reason="a first run that writes patch.status and retries keys its state before the "
+                                       "write; the retry keys it after: one state, two keys, the side effect twice")
+async def test_a_retry_after_the_handlers_own_write_keeps_the_key(server: Server) -> None:
+    """memory.md: a Retry about a state no conclusion was about keys "that state's, the same on
+    each retry"; and the handler's own write through Kopf's patch never changes its key."""
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": True}  # the side effect started: say so
+        return Retry("the callback's service is down", delay=1) if run == 1 else Pending("waiting", recheck=60)
+
+    op = operator(server, waiting(seen, then))
+    await op.event()  # it starts the side effect, writes, and fails
+    assert server.body["status"]["deletion"] == {"requested": True}
+    server.age(61)
+    await op.event()  # the retry: the same state, but for its own write
+    assert len(seen) == 2
+    assert seen[0][1] == seen[1][1]
+
+
+# --- Once per state: an upgrade from the version before records carried `ignore` -------------
+
+@pytest.mark.xfail(strict=True, reason="a record written before records carried `ignore` is compared in the scope "
+                                       "(depends_on, []) though it was made with the handler's ignore=: "
+                                       "acted_on_this_state is False for the state it acted on")
+async def test_a_record_from_before_ignore_was_stored_is_about_the_state_it_acted_on(server: Server) -> None:
+    seen: Seen = []
+    server.body["status"] = {"phase": "Terminating"}
+    op = operator(server, kopf_outcomes.handler_options(ignore=["status.phase"])(waiting(seen)))  # type: ignore[arg-type]
+    await op.event()
+    records = server.records()  # as the previous version wrote it: no ignore, key or uid
+    for field in ("ignore", "key", "uid"):
+        records["h"].pop(field, None)
+    server.annotations[DEFAULT_KEYS.memory] = json.dumps(records)
+    op.restart()  # the upgraded operator
+    server.age(61)
+    await op.event()  # the recheck, on the very state it acted on
+    assert seen == [(False, seen[0][1]), (True, seen[0][1])]
+
+
+async def test_a_record_from_before_key_was_stored_keeps_the_key_of_its_state(server: Server) -> None:
+    """Guard: a record of the previous version without ``ignore=`` in play is about its state."""
+    seen: Seen = []
+    op = operator(server, waiting(seen))
+    await op.event()
+    records = server.records()
+    for field in ("key", "uid"):
+        records["h"].pop(field, None)
+    server.annotations[DEFAULT_KEYS.memory] = json.dumps(records)
+    op.restart()
+    server.age(61)
+    await op.event()
+    assert seen == [(False, seen[0][1]), (True, seen[0][1])]
+
+
+# --- Fail closed: an unreadable memory, removed by a cycle in which another handler ran --------
+
+def two_shards_of_handlers(server: Server, seen: Seen) -> Operator:
+    """h0 matches shard a only and waits for a callback; h1 matches every object and waits for
+    ``status.go``."""
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete(*RESOURCE, registry=registry, id="h0", labels={"shard": "a"})(
+        waiting(seen, lambda run, patch: Pending("waiting for the callback")))
+
+    def h1(status: dict[str, Any], **_: Any) -> Outcome | None:
+        return None if status.get("go") == "yes" else Pending("waiting for go")
+    kopf.on.delete(*RESOURCE, registry=registry, id="h1")(h1)
+    return Operator(server, registry)
+
+
+@pytest.mark.parametrize("unreadable", [
+    False,
+    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
+        "an unreadable memory is removed by a cycle in which any handler ran: a Pending handler that left "
+        "the filters loses its wait, and the finalizer is released when the other handler succeeds"))),
+])
+async def test_an_unreadable_memory_keeps_a_wait_of_a_handler_that_cannot_run(server: Server, unreadable: bool) -> None:
+    """memory.md: an unreadable memory "never releases a finalizer". h0 waits for its callback;
+    the object leaves h0's filters; h1, which still matches, finishes in the same cycle."""
+    seen: Seen = []
+    server.body["metadata"]["labels"] = {"shard": "a"}
+    op = two_shards_of_handlers(server, seen)
+    await op.event()
+    assert {record["outcome"] for record in server.records().values()} == {"pending"}
+    server.body["metadata"]["labels"] = {"shard": "b"}  # it left h0's filters mid-deletion
+    server.body["status"] = {"go": "yes"}  # h1's condition
+    if unreadable:  # a typo
+        server.annotations[DEFAULT_KEYS.memory] = server.annotations[DEFAULT_KEYS.memory][:-1]
+    await op.event()
+    await op.event()
+    assert len(seen) == 1  # h0 never ran again: its callback has not come
+    assert not server.finalized
+
+
+# --- A release answers one retention: `*` with several retained handlers -------------------------
+
+@pytest.mark.xfail(strict=True, reason="with Kopf's default lifecycle (asap, one handler per cycle) `*` is consumed "
+                                       "by the first retained handler it releases: the others, retained at the "
+                                       "time, stay retained")
+async def test_a_star_releases_every_handler_retained_at_the_time_under_kopfs_default_lifecycle(
+        server: Server) -> None:
+    """retain-finalizer.md: ``*`` releases "all handlers of the object retained now"."""
+    runs: list[str] = []
+    registry = kopf.OperatorRegistry()
+    for name in ("h0", "h1"):
+        kopf.on.delete(*RESOURCE, registry=registry, id=name)(retained(name, runs))
+    op = AsapOperator(server, registry)
+    for _ in range(3):
+        await op.event()
+    assert {record["outcome"] for record in server.records().values()} == {"retained"}
+    assert len(server.records()) == 2 and not server.finalized
+    server.annotations[DEFAULT_KEYS.release] = "*"  # release what is retained now: both
+    for _ in range(4):
+        await op.event()
+    assert server.finalized
+
+
+async def test_a_star_releases_every_handler_retained_at_the_time(server: Server) -> None:
+    """Guard: the same with every handler in one cycle (``all_at_once``)."""
+    runs: list[str] = []
+    op = operator(server, retained("h0", runs), retained("h1", runs))
+    await op.event()
+    assert len(server.records()) == 2
+    server.annotations[DEFAULT_KEYS.release] = "*"
+    await op.event()
+    await op.event()
+    assert server.finalized and runs == ["h0", "h1"]
