@@ -99,15 +99,24 @@ def test_another_operators_memory_holds_nothing() -> None:
     assert found["metadata"]["finalizers"] == ["other/f"]
 
 
-def test_kopf_before_1_38_releases_as_stock_kopf_does() -> None:
+def old_kopf(*, body: dict[str, Any], patch: dict[str, Any], finalizer: str) -> None:
+    patch.setdefault("metadata", {})["finalizers"] = ["other/f"]
+
+
+def test_kopf_before_1_38_releases_as_stock_kopf_does_after_a_handler_ran() -> None:
     """Before 1.38, allow_deletion adds to the cycle's merge-patch before our memory's conclusion is
     in it, so the memory cannot tell a handler concluding now from one that waits: a known limit."""
-    def old_kopf(*, body: dict[str, Any], patch: dict[str, Any], finalizer: str) -> None:
-        patch.setdefault("metadata", {})["finalizers"] = ["other/f"]
-    old = held.wrap(old_kopf)
-    patch: dict[str, Any] = {}
-    old(body=body({"delete_fn": record("pending")}), patch=patch, finalizer=FINALIZER)
+    patch: dict[str, Any] = {"status": {"kopf": {"progress": {"delete_fn": None}}}}  # a handler ran
+    held.wrap(old_kopf)(body=body({"delete_fn": record("pending")}), patch=patch, finalizer=FINALIZER)
     assert patch["metadata"]["finalizers"] == ["other/f"]
+
+
+def test_kopf_before_1_38_holds_where_no_handler_ran() -> None:
+    """An empty patch: no handler ran in the cycle (none matches the object any more), so the body's
+    memory is the cycle's, and a waiting handler holds the finalizer."""
+    patch: dict[str, Any] = {}
+    held.wrap(old_kopf)(body=body({"delete_fn": record("pending")}), patch=patch, finalizer=FINALIZER)
+    assert patch == {}
 
 
 def test_only_the_operators_deletion_handlers_hold_it_and_their_subhandlers() -> None:

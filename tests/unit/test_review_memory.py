@@ -7,7 +7,6 @@ docs/safety.md or docs/memory.md; a test marked ``xfail(strict=True)`` is one th
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import Callable, Iterator
@@ -19,9 +18,7 @@ import pytest
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Retry
 from kopf_outcomes.memory import DEFAULT_KEYS
-from tests.unit.kopf_objects import ephemera, processing
-from tests.unit.one_object import RESOURCE as KOPF_RESOURCE
-from tests.unit.one_object import Operator as OneObjectOperator
+from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator
 from tests.unit.one_object import Server, server
 
 __all__ = ["server"]
@@ -60,23 +57,9 @@ def retained(name: str, runs: list[str]) -> Callable[..., Outcome]:
     return fn
 
 
-class Operator(OneObjectOperator):
-    """:class:`.one_object.Operator` with a lifecycle of choice (Kopf's default, ``asap``, runs one
-    handler per cycle, as ``kopf run`` has it)."""
-
-    lifecycle = staticmethod(kopf.lifecycles.all_at_once)
-
-    async def event(self) -> None:
-        pressure = asyncio.Event()
-        pressure.set()
-        await asyncio.wait_for(processing.process_resource_event(
-            lifecycle=self.lifecycle, indexers=processing.indexing.OperatorIndexers(),
-            registry=self.registry, settings=self.settings, memories=self.memories, memobase=ephemera.Memo(),
-            resource=KOPF_RESOURCE, raw_event={"type": "MODIFIED", "object": copy.deepcopy(self.server.body)},
-            event_queue=asyncio.Queue(), stream_pressure=pressure, no_throttling=True), timeout=30)
-
-
 class AsapOperator(Operator):
+    """Kopf's default lifecycle, ``asap``: one handler per cycle, as ``kopf run`` has it."""
+
     lifecycle = staticmethod(kopf.lifecycles.asap)
 
 
@@ -186,6 +169,7 @@ def two_shards_of_handlers(server: Server, seen: Seen) -> Operator:
     return Operator(server, registry)
 
 
+@RELEASES_BEFORE_THE_MEMORY
 @pytest.mark.parametrize("unreadable", [
     False,
     pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(

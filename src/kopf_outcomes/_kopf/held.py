@@ -12,7 +12,9 @@ memory and releases the finalizer when the handler is done; this one writes noth
 Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
 function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases
 as before. Before 1.38 it adds to that patch before our memory's conclusion is in it: there the
-memory cannot be read as the cycle leaves it, and Kopf releases as stock Kopf does (a known limit).
+memory is read only where the patch is still empty (no handler ran in the cycle, as when none
+matches the object any more: the body's memory is the cycle's); after a handler ran, Kopf releases
+as stock Kopf does (a known limit).
 A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object of
 the resource it shards (whose handlers filter by its label, :func:`shards_resource`); the objects of
 every other resource are released as stock Kopf releases them;
@@ -98,7 +100,7 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
         if isinstance(body, Mapping) and isinstance(finalizer, str):
             if _others(body):
                 return None  # another shard's object (or waiting for one): its finalizer is not ours to remove
-            held = [] if "patch" in kwargs else waiting(body, finalizer)  # Kopf < 1.38: see below
+            held = [] if kwargs.get("patch") else waiting(body, finalizer)  # Kopf < 1.38: see the module
             if held:
                 _tell(body, held, finalizer)
                 return None
