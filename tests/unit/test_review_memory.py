@@ -231,9 +231,6 @@ async def test_a_star_releases_every_handler_retained_at_the_time(server: Server
 
 # --- Fail closed: a handler mid-retry after its Pending, on an object that leaves the filters ----
 
-@pytest.mark.xfail(strict=True, reason="a Retry after a Pending keeps the record as 'retry', which held.WAITING does "
-                                       "not count: an object that leaves the filters then goes though the handler "
-                                       "started its side effect and never concluded (as before the change)")
 async def test_a_handler_retrying_after_its_pending_holds_an_object_that_left_the_filters(server: Server) -> None:
     """safety.md: the finalizer stays while a deletion handler "waits in its memory (Pending, or a
     retained Fatal)". A Pending that then retries has acted on the state and is still waiting."""

@@ -5,8 +5,8 @@ Kopf removes its finalizer from an object that none of its deletion handlers mat
 ("no handlers requiring it"), mid-deletion too: an object relabelled out of the handlers'
 ``labels=`` (moved to another shard), or out of their ``annotations=`` or ``when=``. Nobody decided
 that release: the handler waits for a callback that has not come. So the finalizer stays while
-this operator's memory in the object says one of its deletion handlers waits (``Pending``, or a
-retained ``Fatal``). The operator (shard) that matches the object now runs the handler from that
+this operator's memory in the object says one of its deletion handlers waits (``Pending``, a
+``Retry`` after it, or a retained ``Fatal``). The operator (shard) that matches the object now runs the handler from that
 memory and releases the finalizer when the handler is done; this one writes nothing for it.
 
 Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
@@ -37,7 +37,8 @@ from kopf_outcomes import memory, shards
 from kopf_outcomes._kopf.internals import deletion_ids, filters_by_label, operator_registry
 
 _LOGGER = logging.getLogger("kopf_outcomes")
-WAITING = frozenset({"pending", "retained"})
+# A Retry's record is kept only where the handler acted on its state (a Pending before it): it waits too.
+WAITING = frozenset({"pending", "retry", "retained"})
 
 # The objects already told about (uid, held handlers): one ERROR per object and set. Bounded.
 _told: collections.OrderedDict[tuple[str, tuple[str, ...]], None] = collections.OrderedDict()
