@@ -20,6 +20,7 @@ import kopf
 import pytest
 
 from kopf_outcomes._kopf import requeue
+from kopf_outcomes._kopf.internals import operator_registry
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.kopf_objects import api, configuration, ephemera, inventory, merged, processing, references
 
@@ -128,6 +129,13 @@ class Operator:
     async def event(self) -> None:
         """Kopf processes one event of the object as the server has it now; the next one is
         already there (Kopf does not sleep for a delay: the test decides what comes next)."""
+        known = operator_registry.set(self.registry)  # as Kopf's worker of the object has it (requeue.py)
+        try:
+            await self._process()
+        finally:
+            operator_registry.reset(known)
+
+    async def _process(self) -> None:
         await asyncio.wait_for(processing.process_resource_event(
             lifecycle=self.lifecycle, indexers=processing.indexing.OperatorIndexers(),
             registry=self.registry, settings=self.settings, memories=self.memories, memobase=ephemera.Memo(),

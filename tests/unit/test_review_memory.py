@@ -172,9 +172,7 @@ def two_shards_of_handlers(server: Server, seen: Seen) -> Operator:
 @RELEASES_BEFORE_THE_MEMORY
 @pytest.mark.parametrize("unreadable", [
     False,
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "an unreadable memory is removed by a cycle in which any handler ran: a Pending handler that left "
-        "the filters loses its wait, and the finalizer is released when the other handler succeeds"))),
+    True,
 ])
 async def test_an_unreadable_memory_keeps_a_wait_of_a_handler_that_cannot_run(server: Server, unreadable: bool) -> None:
     """memory.md: an unreadable memory "never releases a finalizer". h0 waits for its callback;

@@ -35,6 +35,7 @@ from kopf_outcomes._kopf.internals import (
     progress_of,
     raw_body_of,
     registered_ids,
+    resource_deletion_ids,
     subsettings_var,
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
@@ -302,16 +303,30 @@ _UNWRITTEN = object()
 def discard_unreadable(cycle: Cycle, cause: Cause) -> None:
     """
     A memory none of which is the object's (unreadable, or written for another uid), in a cycle
-    whose handlers ran: each handler it could be about concluded afresh (a parked one is woken to),
-    so it goes in this PATCH unless the cycle wrote the memory anew. Left, it would hold the
-    finalizer once the handlers are done (an unreadable memory holds: :mod:`.held`).
+    whose handlers ran. Where every deletion handler of the resource matches the object, each
+    handler it could be about concludes afresh (a parked one is woken to), so it goes in this PATCH
+    unless the cycle wrote the memory anew: left, it would hold the finalizer once the handlers are
+    done (an unreadable memory holds: :mod:`.held`). Where one does not match the object any more
+    (relabelled out of its ``labels=``), it never runs to conclude afresh, and the memory may hold its
+    wait: the memory stays as it is, neither removed nor replaced, and holds until a person fixes it.
     """
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or patch is None:
         return
     written = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
-    if cycle.keys.memory not in written:
-        patch.setdefault("metadata", {}).setdefault("annotations", {})[cycle.keys.memory] = None
+    if _every_deletion_handler_matches(cycle, cause):
+        if cycle.keys.memory not in written:
+            patch.setdefault("metadata", {}).setdefault("annotations", {})[cycle.keys.memory] = None
+    elif cycle.keys.memory in written:
+        del patch["metadata"]["annotations"][cycle.keys.memory]
+
+
+def _every_deletion_handler_matches(cycle: Cycle, cause: Cause) -> bool:
+    resource = getattr(cause, "resource", None)
+    if cycle.registry is None or resource is None:
+        return False  # unknown: it may be about a handler that cannot run
+    matching = {str(handler.id) for handler in cycle.handlers}
+    return resource_deletion_ids(cycle.registry, resource) <= matching
 
 
 def prune(cycle: Cycle, cause: Cause) -> None:

@@ -207,6 +207,12 @@ def filters_by_label(registry: Any, resource: Any, label: str) -> bool:
                if handler.selector is not None and handler.selector.check(resource))
 
 
+def resource_deletion_ids(registry: Any, resource: Any) -> frozenset[str]:
+    """The ids of the operator's deletion handlers (not ``optional=``) of this resource."""
+    return frozenset(str(handler.id) for handler in registry._changing.get_all_handlers()
+                     if handler.requires_finalizer and (handler.selector is None or handler.selector.check(resource)))
+
+
 _deletion_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
 
 
