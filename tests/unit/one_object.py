@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 import pytest
 
-from kopf_outcomes._kopf import requeue
+from kopf_outcomes._kopf import held, requeue
 from kopf_outcomes._kopf.internals import operator_registry
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.kopf_objects import api, configuration, ephemera, inventory, merged, processing, references
@@ -154,4 +154,5 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     found = Server(deleting())
     monkeypatch.setattr(api, "patch", found.patch)
     monkeypatch.setattr(requeue, "TOLERANCE", 30.0)
+    held._told.clear()  # each test's object is told about once (they share the uid)
     yield found

@@ -121,9 +121,6 @@ async def test_a_retry_after_the_handlers_own_write_keeps_the_key(server: Server
 
 # --- Once per state: an upgrade from the version before records carried `ignore` -------------
 
-@pytest.mark.xfail(strict=True, reason="a record written before records carried `ignore` is compared in the scope "
-                                       "(depends_on, []) though it was made with the handler's ignore=: "
-                                       "acted_on_this_state is False for the state it acted on")
 async def test_a_record_from_before_ignore_was_stored_is_about_the_state_it_acted_on(server: Server) -> None:
     seen: Seen = []
     server.body["status"] = {"phase": "Terminating"}

@@ -402,9 +402,10 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or EMPTY).get("uid", ""))
     previous = cycle.records.get(handler_id)
-    scope = recorded_scope(previous) if previous is not None else None
+    now = scope_of(plugins, handler, cause) if previous is not None else None
+    scope = recorded_scope(previous, now) if previous is not None and now is not None else None
     rescoped = None
-    if scope is not None and scope != scope_of(plugins, handler, cause):  # an upgrade changed it
+    if scope is not None and scope != now:  # an upgrade changed it
         rescoped = digest(plugins, cycle, handler, cause, scope=scope)
     taken = cycle.objects.get(handler_id)
     if taken is None:
