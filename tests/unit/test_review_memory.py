@@ -191,9 +191,6 @@ async def test_an_unreadable_memory_keeps_a_wait_of_a_handler_that_cannot_run(se
 
 # --- A release answers one retention: `*` with several retained handlers -------------------------
 
-@pytest.mark.xfail(strict=True, reason="with Kopf's default lifecycle (asap, one handler per cycle) `*` is consumed "
-                                       "by the first retained handler it releases: the others, retained at the "
-                                       "time, stay retained")
 async def test_a_star_releases_every_handler_retained_at_the_time_under_kopfs_default_lifecycle(
         server: Server) -> None:
     """retain-finalizer.md: ``*`` releases "all handlers of the object retained now"."""
@@ -434,9 +431,6 @@ async def test_a_users_own_progress_field_named_in_depends_on_wakes_the_handler(
     assert server.finalized
 
 
-@pytest.mark.xfail(strict=True, reason="under Kopf's default lifecycle (asap), a handler that becomes retained in the "
-                                       "cycle before the released one runs takes `*` as its leftover and removes it: "
-                                       "the handler retained when the person set `*` stays retained")
 async def test_a_star_is_not_eaten_by_a_handler_retained_before_the_released_one_runs(server: Server) -> None:
     """retain-finalizer.md: ``*`` releases "what is retained when the operator reads it"."""
     runs: list[str] = []

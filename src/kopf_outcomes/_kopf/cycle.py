@@ -215,7 +215,7 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return is_parked(state)  # ours, with its memory lost or garbage: run it to conclude afresh
     body = raw_body_of(cause)
     if found["outcome"] == "retained":  # released by its own name, or by its retained sub-handler's
-        return body is not None and (memory.release_requested(body, str(handler.id), cycle.keys)
+        return body is not None and (memory.release_answers(body, str(handler.id), found, cycle.keys)
                                      or child_released(cycle, str(handler.id), body))
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
@@ -237,8 +237,23 @@ def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> boo
     """Whether a person released a retained sub-handler of this parent (of any depth)."""
     prefix = f"{parent_id}/"
     return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
-               and memory.release_requested(body, handler_id, cycle.keys)
+               and memory.release_answers(body, handler_id, record, cycle.keys)
                for handler_id, record in cycle.records.items())
+
+
+def records_as_patched(cycle: Cycle, patch: Mapping[str, Any]) -> Mapping[str, MemoryRecord]:
+    """The object's memory as this cycle's patch leaves it."""
+    pending = (patch.get("metadata") or EMPTY).get("annotations", EMPTY).get(cycle.keys.memory, _UNWRITTEN)
+    return cycle.records if pending is _UNWRITTEN else memory.parse(pending) if pending else EMPTY
+
+
+def release_answers_another(cycle: Cycle, body: Mapping[str, Any], patch: Mapping[str, Any], handler_id: str) -> bool:
+    """Whether the release annotation still releases a retained handler other than this one, as the
+    cycle's patch leaves the memory: ``*`` answers every handler retained when it was set, under any
+    lifecycle (Kopf's default runs one handler per cycle), so it stays until the last of them goes."""
+    return any(other != handler_id and record["outcome"] == "retained"
+               and memory.release_answers(body, other, record, cycle.keys)
+               for other, record in records_as_patched(cycle, patch).items())
 
 
 def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
@@ -285,8 +300,7 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or not patch:
         return
-    pending = (patch.get("metadata") or {}).get("annotations", {}).get(cycle.keys.memory, _UNWRITTEN)
-    records = dict(cycle.records) if pending is _UNWRITTEN else memory.parse(pending) if pending else {}
+    records = records_as_patched(cycle, patch)
     for handler_id, (handler, own, concluded) in cycle.tracked.items():
         record = records.get(handler_id)
         if record is None or (not concluded and record["digest"] != digest(plugins, own, handler, cause)):
