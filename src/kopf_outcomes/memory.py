@@ -144,7 +144,9 @@ class Memory:
     #: The fingerprint of the objects the previous conclusion was about; None without it.
     previous_objects_digest: str | None = None
     #: The digest of the state this run sees, in the scope the previous conclusion was about (its
-    #: ``depends_on``), where an upgrade changed the scope since; None: the scope is the same.
+    #: ``depends_on``, ``ignore``), where an upgrade changed the scope since: the comparison is made
+    #: in that scope, and a change outside it made before the upgrade is not seen (not None says
+    #: so). None: the scope is the same.
     previous_scope_digest: str | None = None
 
     @property
