@@ -65,8 +65,6 @@ class AsapOperator(Operator):
 
 # --- Once per state: another operator's status storage, as Kopf leaves it -----------------------
 
-@pytest.mark.xfail(strict=True, reason="another operator's status.<name>.progress emptied by Kopf's purge ({}) is "
-                                       "no longer Kopf-shaped: it wakes the parked handler and changes its key")
 async def test_another_operators_progress_emptied_when_it_is_done_keeps_the_key(server: Server) -> None:
     """Operator B (``StatusProgressStorage(name="b-op")``) runs and finishes: Kopf purges each of
     its handlers' records with a merge-patch null, which leaves ``status.b-op.progress: {}``
@@ -342,8 +340,6 @@ async def test_a_sub_handlers_retry_after_its_pending_keeps_its_record(server: S
     assert not server.finalized
 
 
-@pytest.mark.xfail(strict=True, reason="another operator's status.<name>.progress emptied by Kopf's purge ({}) is "
-                                       "no longer Kopf-shaped: it wakes the parked handler and changes its key")
 async def test_another_real_kopf_operator_that_finishes_keeps_the_key(server: Server) -> None:
     """The same with operator B as Kopf runs it: its own finalizer, ``StatusProgressStorage(name="b-op")``,
     a deletion handler that retries once, then succeeds; Kopf purges its progress. (On the local
