@@ -253,9 +253,9 @@ async def test_a_pending_handler_holds_an_object_that_left_the_filters(server: S
 
 # --- A release answers one retention: set while the handler runs, before the retention exists ----
 
-@pytest.mark.xfail(strict=True, reason="a release set while the handler runs (after Kopf read the object, before the "
-                                       "PATCH that retains) is not in the body the leftover check reads: it releases "
-                                       "a retention nobody saw")
+@pytest.mark.xfail(strict=True, reason="a known limit (retain-finalizer.md): a release set while the handler runs "
+                                       "(after Kopf read the object, before the PATCH that retains) is not in the "
+                                       "body the leftover check reads: it releases a retention nobody saw")
 async def test_a_release_set_while_the_handler_runs_answers_no_retention(server: Server) -> None:
     """retain-finalizer.md: "A release answers the retention you saw, and only it"; one already
     there when a handler becomes retained answers none of it."""
