@@ -18,8 +18,7 @@ import pytest
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Retry
 from kopf_outcomes.memory import DEFAULT_KEYS
-from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator
-from tests.unit.one_object import Server, server
+from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator, Server, server
 
 __all__ = ["server"]
 

@@ -317,30 +317,50 @@ _UNWRITTEN = object()
 def discard_unreadable(cycle: Cycle, cause: Cause) -> None:
     """
     A memory none of which is the object's (unreadable, or written for another uid), in a cycle
-    whose handlers ran. Where every deletion handler of the resource matches the object, each
-    handler it could be about concludes afresh (a parked one is woken to), so it goes in this PATCH
-    unless the cycle wrote the memory anew: left, it would hold the finalizer once the handlers are
-    done (an unreadable memory holds: :mod:`.held`). Where one does not match the object any more
-    (relabelled out of its ``labels=``), it never runs to conclude afresh, and the memory may hold its
-    wait: the memory stays as it is, neither removed nor replaced, and holds until a person fixes it.
+    whose handlers ran: each handler of the cycle it could be about concludes afresh (a parked one
+    is woken to), so it goes in this PATCH unless the cycle wrote the memory anew; left, it would
+    hold the finalizer once the handlers are done (an unreadable memory holds: :mod:`.held`). A
+    deletion handler that no longer matches the object (relabelled out of its ``labels=``) never
+    runs to conclude afresh: where Kopf's progress says it began and did not finish, it may wait,
+    so the memory written instead says it is pending (it holds the finalizer, and names it); where
+    that cannot be told, the memory stays as it is, neither removed nor replaced.
     """
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or patch is None:
         return
     written = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
-    if _every_deletion_handler_matches(cycle, cause):
-        if cycle.keys.memory not in written:
-            patch.setdefault("metadata", {}).setdefault("annotations", {})[cycle.keys.memory] = None
-    elif cycle.keys.memory in written:
-        del patch["metadata"]["annotations"][cycle.keys.memory]
+    unmatched = _unfinished_unmatched(cycle, cause)
+    if unmatched is None:
+        if cycle.keys.memory in written:
+            del patch["metadata"]["annotations"][cycle.keys.memory]
+        return
+    uid = str((body.get("metadata") or EMPTY).get("uid") or "")
+    for handler_id in unmatched:
+        unknown = memory.record(None, digest="", outcome="pending", reason="its memory was unreadable", parked=True,
+                                depends_on=None, uid=uid)
+        memory.write(body, patch, handler_id, unknown, cause.logger, cycle.keys, known=EMPTY)
+    written = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
+    if cycle.keys.memory not in written:
+        patch.setdefault("metadata", {}).setdefault("annotations", {})[cycle.keys.memory] = None
 
 
-def _every_deletion_handler_matches(cycle: Cycle, cause: Cause) -> bool:
-    resource = getattr(cause, "resource", None)
-    if cycle.registry is None or resource is None:
-        return False  # unknown: it may be about a handler that cannot run
+def _unfinished_unmatched(cycle: Cycle, cause: Cause) -> list[str] | None:
+    """The deletion handlers of the resource that do not match the object now and have begun and
+    not finished in Kopf's progress (a Pending one of ours is such); None: unknown."""
+    resource, kopf_body = getattr(cause, "resource", None), getattr(cause, "body", None)
+    if cycle.registry is None or resource is None or kopf_body is None:
+        return None
     matching = {str(handler.id) for handler in cycle.handlers}
-    return resource_deletion_ids(cycle.registry, resource) <= matching
+    storage = cycle.settings.persistence.progress_storage
+    found = []
+    for handler_id in sorted(resource_deletion_ids(cycle.registry, resource) - matching):
+        try:
+            progress = storage.fetch(key=handler_id, body=kopf_body)
+        except Exception:  # noqa: BLE001 - a storage of the user's: unknown
+            return None
+        if progress is not None and not (progress.get("success") or progress.get("failure")):
+            found.append(handler_id)
+    return found
 
 
 def prune(cycle: Cycle, cause: Cause) -> None:

@@ -20,10 +20,9 @@ from typing import Any
 
 import kopf
 
-from kopf_outcomes import engine, memory
+from kopf_outcomes import engine
 from kopf_outcomes._kopf import kopf_runs, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.cycle import (
-    release_answers_another,
     EMPTY,
     KEYS,
     RETAINED_ONLY,
@@ -33,6 +32,7 @@ from kopf_outcomes._kopf.cycle import (
     is_parked,
     of,
     record_of,
+    release_answers_another,
 )
 from kopf_outcomes._kopf.internals import (
     CHANGE,

@@ -6,8 +6,9 @@ Kopf removes its finalizer from an object that none of its deletion handlers mat
 ``labels=`` (moved to another shard), or out of their ``annotations=`` or ``when=``. Nobody decided
 that release: the handler waits for a callback that has not come. So the finalizer stays while
 this operator's memory in the object says one of its deletion handlers waits (``Pending``, a
-``Retry`` after it, or a retained ``Fatal``). The operator (shard) that matches the object now runs the handler from that
-memory and releases the finalizer when the handler is done; this one writes nothing for it.
+``Retry`` after it, or a retained ``Fatal``). The operator (shard) that matches the object now
+runs the handler from that memory and releases the finalizer when the handler is done; this one
+writes nothing for it.
 
 Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
 function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases

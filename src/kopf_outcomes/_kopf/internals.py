@@ -60,7 +60,7 @@ __all__ = [
     "finalizers",
     "handler_var", "kind_of", "patches",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
-    "registered_ids", "runtime_of", "subsettings_var", "with_outcomes",
+    "registered_ids", "resource_deletion_ids", "runtime_of", "subsettings_var", "with_outcomes",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.

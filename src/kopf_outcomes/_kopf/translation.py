@@ -255,7 +255,7 @@ def answered(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, A
     memory.consume_release(body, patch, cycle.keys)
     for handler_id, record in records_as_patched(cycle, patch).items():
         if "ignored_release" in record:
-            kept = memory.MemoryRecord(**record)  # type: ignore[typeddict-item]
+            kept = memory.MemoryRecord(**record)
             del kept["ignored_release"]
             memory.write(body, patch, handler_id, kept, logger, cycle.keys, known=cycle.records)
 
