@@ -22,6 +22,7 @@ from kopf_outcomes._kopf import dependents, requeue
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
+    HandlerId,
     HandlerState,
     OperatorSettings,
     OperatorWrites,
@@ -355,7 +356,7 @@ def _unfinished_unmatched(cycle: Cycle, cause: Cause) -> list[str] | None:
     found = []
     for handler_id in sorted(resource_deletion_ids(cycle.registry, resource) - matching):
         try:
-            progress = storage.fetch(key=handler_id, body=kopf_body)
+            progress = storage.fetch(key=HandlerId(handler_id), body=kopf_body)
         except Exception:  # noqa: BLE001 - a storage of the user's: unknown
             return None
         if progress is not None and not (progress.get("success") or progress.get("failure")):
