@@ -161,7 +161,8 @@ def _without_status_storages(status: object) -> object:
     ``.last-handled-configuration`` and ``.dummy``, Kopf's own field names): another operator's
     bookkeeping, or this one's before its storage moved. Its fields do not say whose they are,
     so a stanza counts as a storage by Kopf's names and shapes together: a ``progress`` of
-    Kopf's progress records, a ``last-handled-configuration`` string; a ``dummy`` beside either."""
+    Kopf's progress records (none: an operator done with the object, its records purged), a
+    ``last-handled-configuration`` string; a ``dummy`` beside either."""
     if not isinstance(status, Mapping):
         return status
     kept: dict[str, Any] | None = None
@@ -183,7 +184,7 @@ def _without_status_storages(status: object) -> object:
 def _bookkeeping(key: str, value: object) -> bool:
     if key == _DIFFBASE:
         return isinstance(value, str)
-    return (isinstance(value, Mapping) and bool(value)
+    return (isinstance(value, Mapping)  # empty: as Kopf leaves it once it purged its last record
             and all(isinstance(record, Mapping) and record.keys() <= _PROGRESS_KEYS for record in value.values()))
 
 

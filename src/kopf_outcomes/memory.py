@@ -29,7 +29,7 @@ from kopf_outcomes.digest import digest
 from kopf_outcomes.objects import ObjectRef
 
 __all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "present", "read",
-           "consume_release", "own", "record", "release_requested", "write"]
+           "consume_release", "own", "release_answers", "record", "release_requested", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
 DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -94,6 +94,10 @@ class MemoryRecord(_Conclusion, total=False):
     ``seen`` (list[dict])
         Its other objects when it was stored, for ``why``: per source, its resource, how, tracked
         fields and objects (``kopf_outcomes.objects.described``; read, never compared).
+    ``ignored_release`` (str)
+        A retained handler's: the release annotation's value already there when it was retained
+        (and still answering a retention before it): that value releases none of it. It goes when
+        that annotation does.
     """
 
     since: str
@@ -107,6 +111,7 @@ class MemoryRecord(_Conclusion, total=False):
     uid: str
     key: str
     seen: list[dict[str, Any]]
+    ignored_release: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +144,9 @@ class Memory:
     #: The fingerprint of the objects the previous conclusion was about; None without it.
     previous_objects_digest: str | None = None
     #: The digest of the state this run sees, in the scope the previous conclusion was about (its
-    #: ``depends_on``), where an upgrade changed the scope since; None: the scope is the same.
+    #: ``depends_on``, ``ignore``), where an upgrade changed the scope since: the comparison is made
+    #: in that scope, and a change outside it made before the upgrade is not seen (not None says
+    #: so). None: the scope is the same.
     previous_scope_digest: str | None = None
 
     @property
@@ -250,6 +257,7 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("uid", ""), str)
             and isinstance(record.get("key", ""), str)
             and _seen(record.get("seen", []))
+            and isinstance(record.get("ignored_release", ""), str)
             and _paths(depends_on) and _paths(record.get("ignore", [])))
 
 
@@ -284,7 +292,7 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
            recheck: float | None = None,
            objects: str | None = None, woken_by: list[list[str]] | None = None,
            deadline: str | None = None, uid: str | None = None, key: str | None = None,
-           seen: list[dict[str, Any]] | None = None) -> MemoryRecord:
+           seen: list[dict[str, Any]] | None = None, ignored_release: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -312,6 +320,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["key"] = key
     if seen is not None:
         new["seen"] = seen
+    if ignored_release is not None:
+        new["ignored_release"] = ignored_release
     return new
 
 
@@ -351,6 +361,14 @@ def release_requested(body: Mapping[str, Any], handler_id: str, keys: MemoryKeys
         return False
     names = {name.strip() for name in value.split(",")}
     return handler_id in names or "*" in names
+
+
+def release_answers(body: Mapping[str, Any], handler_id: str, record: MemoryRecord,
+                    keys: MemoryKeys = DEFAULT_KEYS) -> bool:
+    """Whether the release annotation releases this retained handler: it names it (or ``*``), and
+    is not the one already there when the handler was retained (``ignored_release``)."""
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
+    return release_requested(body, handler_id, keys) and record.get("ignored_release") != value
 
 
 def consume_release(body: Mapping[str, Any], patch: MutableMapping[str, Any], keys: MemoryKeys = DEFAULT_KEYS) -> None:

@@ -22,6 +22,7 @@ from kopf_outcomes._kopf import dependents, requeue
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
+    HandlerId,
     HandlerState,
     OperatorSettings,
     OperatorWrites,
@@ -35,6 +36,7 @@ from kopf_outcomes._kopf.internals import (
     progress_of,
     raw_body_of,
     registered_ids,
+    resource_deletion_ids,
     subsettings_var,
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
@@ -214,7 +216,7 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return is_parked(state)  # ours, with its memory lost or garbage: run it to conclude afresh
     body = raw_body_of(cause)
     if found["outcome"] == "retained":  # released by its own name, or by its retained sub-handler's
-        return body is not None and (memory.release_requested(body, str(handler.id), cycle.keys)
+        return body is not None and (memory.release_answers(body, str(handler.id), found, cycle.keys)
                                      or child_released(cycle, str(handler.id), body))
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
@@ -236,8 +238,23 @@ def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> boo
     """Whether a person released a retained sub-handler of this parent (of any depth)."""
     prefix = f"{parent_id}/"
     return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
-               and memory.release_requested(body, handler_id, cycle.keys)
+               and memory.release_answers(body, handler_id, record, cycle.keys)
                for handler_id, record in cycle.records.items())
+
+
+def records_as_patched(cycle: Cycle, patch: Mapping[str, Any]) -> Mapping[str, MemoryRecord]:
+    """The object's memory as this cycle's patch leaves it."""
+    pending = (patch.get("metadata") or EMPTY).get("annotations", EMPTY).get(cycle.keys.memory, _UNWRITTEN)
+    return cycle.records if pending is _UNWRITTEN else memory.parse(pending) if pending else EMPTY
+
+
+def release_answers_another(cycle: Cycle, body: Mapping[str, Any], patch: Mapping[str, Any], handler_id: str) -> bool:
+    """Whether the release annotation still releases a retained handler other than this one, as the
+    cycle's patch leaves the memory: ``*`` answers every handler retained when it was set, under any
+    lifecycle (Kopf's default runs one handler per cycle), so it stays until the last of them goes."""
+    return any(other != handler_id and record["outcome"] == "retained"
+               and memory.release_answers(body, other, record, cycle.keys)
+               for other, record in records_as_patched(cycle, patch).items())
 
 
 def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
@@ -284,8 +301,7 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or not patch:
         return
-    pending = (patch.get("metadata") or {}).get("annotations", {}).get(cycle.keys.memory, _UNWRITTEN)
-    records = dict(cycle.records) if pending is _UNWRITTEN else memory.parse(pending) if pending else {}
+    records = records_as_patched(cycle, patch)
     for handler_id, (handler, own, concluded) in cycle.tracked.items():
         record = records.get(handler_id)
         if record is None or (not concluded and record["digest"] != digest(plugins, own, handler, cause)):
@@ -302,16 +318,50 @@ _UNWRITTEN = object()
 def discard_unreadable(cycle: Cycle, cause: Cause) -> None:
     """
     A memory none of which is the object's (unreadable, or written for another uid), in a cycle
-    whose handlers ran: each handler it could be about concluded afresh (a parked one is woken to),
-    so it goes in this PATCH unless the cycle wrote the memory anew. Left, it would hold the
-    finalizer once the handlers are done (an unreadable memory holds: :mod:`.held`).
+    whose handlers ran: each handler of the cycle it could be about concludes afresh (a parked one
+    is woken to), so it goes in this PATCH unless the cycle wrote the memory anew; left, it would
+    hold the finalizer once the handlers are done (an unreadable memory holds: :mod:`.held`). A
+    deletion handler that no longer matches the object (relabelled out of its ``labels=``) never
+    runs to conclude afresh: where Kopf's progress says it began and did not finish, it may wait,
+    so the memory written instead says it is pending (it holds the finalizer, and names it); where
+    that cannot be told, the memory stays as it is, neither removed nor replaced.
     """
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or patch is None:
         return
     written = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
+    unmatched = _unfinished_unmatched(cycle, cause)
+    if unmatched is None:
+        if cycle.keys.memory in written:
+            del patch["metadata"]["annotations"][cycle.keys.memory]
+        return
+    uid = str((body.get("metadata") or EMPTY).get("uid") or "")
+    for handler_id in unmatched:
+        unknown = memory.record(None, digest="", outcome="pending", reason="its memory was unreadable", parked=True,
+                                depends_on=None, uid=uid)
+        memory.write(body, patch, handler_id, unknown, cause.logger, cycle.keys, known=EMPTY)
+    written = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
     if cycle.keys.memory not in written:
         patch.setdefault("metadata", {}).setdefault("annotations", {})[cycle.keys.memory] = None
+
+
+def _unfinished_unmatched(cycle: Cycle, cause: Cause) -> list[str] | None:
+    """The deletion handlers of the resource that do not match the object now and have begun and
+    not finished in Kopf's progress (a Pending one of ours is such); None: unknown."""
+    resource, kopf_body = getattr(cause, "resource", None), getattr(cause, "body", None)
+    if cycle.registry is None or resource is None or kopf_body is None:
+        return None
+    matching = {str(handler.id) for handler in cycle.handlers}
+    storage = cycle.settings.persistence.progress_storage
+    found = []
+    for handler_id in sorted(resource_deletion_ids(cycle.registry, resource) - matching):
+        try:
+            progress = storage.fetch(key=HandlerId(handler_id), body=kopf_body)
+        except Exception:  # noqa: BLE001 - a storage of the user's: unknown
+            return None
+        if progress is not None and not (progress.get("success") or progress.get("failure")):
+            found.append(handler_id)
+    return found
 
 
 def prune(cycle: Cycle, cause: Cause) -> None:
@@ -387,9 +437,10 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
     state_digest = digest(plugins, cycle, handler, cause)
     uid = str((body.get("metadata") or EMPTY).get("uid", ""))
     previous = cycle.records.get(handler_id)
-    scope = recorded_scope(previous) if previous is not None else None
+    now = scope_of(plugins, handler, cause) if previous is not None else None
+    scope = recorded_scope(previous, now) if previous is not None and now is not None else None
     rescoped = None
-    if scope is not None and scope != scope_of(plugins, handler, cause):  # an upgrade changed it
+    if scope is not None and scope != now:  # an upgrade changed it
         rescoped = digest(plugins, cycle, handler, cause, scope=scope)
     taken = cycle.objects.get(handler_id)
     if taken is None:

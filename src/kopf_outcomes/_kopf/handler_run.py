@@ -20,7 +20,7 @@ from typing import Any
 
 import kopf
 
-from kopf_outcomes import engine, memory
+from kopf_outcomes import engine
 from kopf_outcomes._kopf import kopf_runs, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.cycle import (
     EMPTY,
@@ -32,6 +32,7 @@ from kopf_outcomes._kopf.cycle import (
     is_parked,
     of,
     record_of,
+    release_answers_another,
 )
 from kopf_outcomes._kopf.internals import (
     CHANGE,
@@ -198,12 +199,13 @@ class Runs:
             return None
         cause.logger.warning(f"{handler} is released by the annotation {cycle.keys.release!r}; "
                              f"the finalizer is no longer retained.")
-        patch = getattr(cause, "patch", None)
-        if patch is not None:  # answered: it releases no handler retained later
-            memory.consume_release(body_of(cause) or EMPTY, patch, cycle.keys)
-        return translation.conclude(self.turn(cycle, handler, cause, state, settings, record),
-                                    Fatal(record["reason"], on_delete="release"),
-                                    KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))
+        concluded = translation.conclude(self.turn(cycle, handler, cause, state, settings, record),
+                                         Fatal(record["reason"], on_delete="release"),
+                                         KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))
+        patch, body = getattr(cause, "patch", None), body_of(cause) or EMPTY
+        if patch is not None and not release_answers_another(cycle, body, patch, str(handler.id)):
+            translation.answered(cycle, body, patch, cause.logger)  # it releases no handler retained later
+        return concluded
 
     def decided(self, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState,
                 decided: Decided) -> KopfOutcome:

@@ -5,14 +5,17 @@ Kopf removes its finalizer from an object that none of its deletion handlers mat
 ("no handlers requiring it"), mid-deletion too: an object relabelled out of the handlers'
 ``labels=`` (moved to another shard), or out of their ``annotations=`` or ``when=``. Nobody decided
 that release: the handler waits for a callback that has not come. So the finalizer stays while
-this operator's memory in the object says one of its deletion handlers waits (``Pending``, or a
-retained ``Fatal``). The operator (shard) that matches the object now runs the handler from that
-memory and releases the finalizer when the handler is done; this one writes nothing for it.
+this operator's memory in the object says one of its deletion handlers waits (``Pending``, a
+``Retry`` after it, or a retained ``Fatal``). The operator (shard) that matches the object now
+runs the handler from that memory and releases the finalizer when the handler is done; this one
+writes nothing for it.
 
 Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
 function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases
 as before. Before 1.38 it adds to that patch before our memory's conclusion is in it: there the
-memory cannot be read as the cycle leaves it, and Kopf releases as stock Kopf does (a known limit).
+memory is read only where the patch is still empty (no handler ran in the cycle, as when none
+matches the object any more: the body's memory is the cycle's); after a handler ran, Kopf releases
+as stock Kopf does (a known limit).
 A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object of
 the resource it shards (whose handlers filter by its label, :func:`shards_resource`); the objects of
 every other resource are released as stock Kopf releases them;
@@ -35,7 +38,8 @@ from kopf_outcomes import memory, shards
 from kopf_outcomes._kopf.internals import deletion_ids, filters_by_label, operator_registry
 
 _LOGGER = logging.getLogger("kopf_outcomes")
-WAITING = frozenset({"pending", "retained"})
+# A Retry's record is kept only where the handler acted on its state (a Pending before it): it waits too.
+WAITING = frozenset({"pending", "retry", "retained"})
 
 # The objects already told about (uid, held handlers): one ERROR per object and set. Bounded.
 _told: collections.OrderedDict[tuple[str, tuple[str, ...]], None] = collections.OrderedDict()
@@ -98,7 +102,7 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
         if isinstance(body, Mapping) and isinstance(finalizer, str):
             if _others(body):
                 return None  # another shard's object (or waiting for one): its finalizer is not ours to remove
-            held = [] if "patch" in kwargs else waiting(body, finalizer)  # Kopf < 1.38: see below
+            held = [] if kwargs.get("patch") else waiting(body, finalizer)  # Kopf < 1.38: see the module
             if held:
                 _tell(body, held, finalizer)
                 return None

@@ -62,7 +62,7 @@ __all__ = [
     "finalizers",
     "handler_var", "indexing", "kind_of", "patches",
     "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
-    "registered_ids", "runtime_of", "subsettings_var", "watching", "with_outcomes",
+    "registered_ids", "resource_deletion_ids", "runtime_of", "subsettings_var", "watching", "with_outcomes",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.
@@ -207,6 +207,12 @@ def filters_by_label(registry: Any, resource: Any, label: str) -> bool:
     return any(label in (handler.labels or {})
                for handler in (*registry._changing.get_all_handlers(), *registry._spawning.get_all_handlers())
                if handler.selector is not None and handler.selector.check(resource))
+
+
+def resource_deletion_ids(registry: Any, resource: Any) -> frozenset[str]:
+    """The ids of the operator's deletion handlers (not ``optional=``) of this resource."""
+    return frozenset(str(handler.id) for handler in registry._changing.get_all_handlers()
+                     if handler.requires_finalizer and (handler.selector is None or handler.selector.check(resource)))
 
 
 _deletion_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()

@@ -41,9 +41,11 @@ def scope_of(plugins: PluginManager, handler: Handler, cause: Cause) -> Scope:
     return Scope(list(options.depends_on) if options.depends_on is not None else None, list(options.ignore or ()))
 
 
-def recorded_scope(record: MemoryRecord) -> Scope:
-    """The scope a record was concluded in."""
-    return Scope(record.get("depends_on"), record.get("ignore", []))
+def recorded_scope(record: MemoryRecord, now: Scope) -> Scope:
+    """The scope a record was concluded in. Records carry ``ignore`` (absent: none) since they carry
+    their ``key`` too: one without a key was written before, its ``ignore`` unknown, and read as the
+    handler's own now (an ``ignore=`` changed by that very upgrade is not seen: nothing tells it)."""
+    return Scope(record.get("depends_on"), record.get("ignore", []) if "key" in record else now.ignore)
 
 
 def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *,

@@ -14,7 +14,7 @@ import kopf
 
 from kopf_outcomes import engine, memory, objects, wakeups
 from kopf_outcomes._kopf import deadlines, dependents
-from kopf_outcomes._kopf.cycle import Cycle, memory_of
+from kopf_outcomes._kopf.cycle import Cycle, memory_of, records_as_patched, release_answers_another
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
@@ -200,8 +200,9 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
             or run.options.remember else None
         if known is not None and (stored in _KEPT or run.options.remember
                                   or (stored == "retry" and known.acted_on_this_state)):
+            ignored = run.previous.get("ignored_release") if run.previous is not None else None
             if stored == "retained" and (run.previous is None or run.previous["outcome"] != "retained"):
-                ignore_leftover_release(turn, body, patch)
+                ignored = ignore_leftover_release(turn, body, patch)
             woke = woken_by(plugins, cycle, handler, cause, run.previous)
             new = memory.record(run.previous, digest=remembered(plugins, cycle, handler, cause),
                                 outcome=stored,
@@ -212,7 +213,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 objects=taken[1] if taken is not None else None,
                                 woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
                                 deadline=getattr(result.exception, "deadline", None),
-                                uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key)
+                                uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key,
+                                ignored_release=ignored if stored == "retained" else None)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
                     new["outcome"], new["reason"]):
                 hint = wakeups.fruitless(handler_id, woke)
@@ -239,16 +241,34 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
 _KEPT = frozenset({"pending", "retained"})
 
 
-def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableMapping[str, Any]) -> None:
+def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableMapping[str, Any]) -> str | None:
     """A release annotation that names a handler (or ``*``) as it becomes retained was set before
-    this retention: it answers an earlier one, or none. It releases nothing, and goes in this PATCH."""
+    this retention: it answers an earlier one, or none, and releases nothing of this one. Where it
+    still answers a handler retained before, it stays for that one, and its value is returned: the
+    record keeps it as the value that releases none of this handler. Else it goes in this PATCH."""
     keys, handler = turn.cycle.keys, turn.handler
     if not memory.release_requested(body, str(handler.id), keys):
-        return
+        return None
     value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
-    memory.consume_release(body, patch, keys)
-    turn.cause.logger.warning(f"Ignored the release annotation {keys.release}={value!r}: it was set before {handler} "
-                              f"was retained, so it answers no retention of it. Set it again to release this one.")
+    turn.cause.logger.warning(f"Ignored the release annotation {keys.release}={value!r} for {handler}: it was set "
+                              f"before {handler} was retained, so it answers no retention of it. Set it again, once "
+                              f"it is gone, to release this one.")
+    if release_answers_another(turn.cycle, body, patch, str(handler.id)):
+        return str(value)
+    answered(turn.cycle, body, patch, turn.cause.logger)
+    return None
+
+
+def answered(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, Any],
+             logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+    """The release annotation goes in this PATCH: it answered every retention it could, and releases
+    no handler retained later; with it goes each record's note that it released none of them."""
+    memory.consume_release(body, patch, cycle.keys)
+    for handler_id, record in records_as_patched(cycle, patch).items():
+        if "ignored_release" in record:
+            kept = memory.MemoryRecord(**record)
+            del kept["ignored_release"]
+            memory.write(body, patch, handler_id, kept, logger, cycle.keys, known=cycle.records)
 
 
 def seen_objects(handler: Handler, cause: Cause) -> list[dict[str, Any]]:
