@@ -454,5 +454,6 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
                        objects=refs, objects_digest=fingerprint,
                        previous_objects_digest=dependents.previous(cause, handler_id, previous),
                        previous_scope_digest=rescoped)
-    kept = previous.get("key") if previous is not None else None
+    # The stored key vouches only for the state the record was written about: its own objects too.
+    kept = previous.get("key") if previous is not None and previous.get("objects") == found.objects_digest else None
     return dataclasses.replace(found, idempotency_key=kept) if kept and found.acted_on_this_state else found

@@ -186,6 +186,16 @@ def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
                        delay=outcome.delay)
 
 
+# What a conclusion woken by its other objects alone does not store: why's view of them, and the key
+# of a state that differs from the stored one only by those objects (the stored key stays the key of
+# the stored state; a run about the new objects makes its key from them, see cycle.memory_of).
+_UNSTORED_WHEN_QUIET = frozenset({"seen", "key"})
+
+
+def _as_stored(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key not in _UNSTORED_WHEN_QUIET}
+
+
 def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     """Remember what the handler concluded about this state, and tell the observers."""
     plugins, cycle, run, handler, cause, _ = turn
@@ -222,8 +232,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                     _HINTS.warning(hint)
             if taken is not None:
                 if (isinstance(result.exception, (Parked, Rechecking)) and run.previous is not None
-                        and new == {key: value for key, value in {**run.previous, "objects": taken[1]}.items()
-                                    if key != "seen"}):
+                        and _as_stored(new) == _as_stored({**run.previous, "objects": taken[1]})):
                     new = run.previous  # woken by its other objects only, concluding as before: known here
                     cycle.own_quiet().add(handler_id)
                     dependents.saw(cause, handler_id, taken[1])
