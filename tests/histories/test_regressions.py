@@ -1,0 +1,78 @@
+"""
+The violations the generated histories found, each as the minimal history, written out: the
+machine's rules called in order, with the oracle strict (nothing of ``KNOWN_OPEN`` waived). A test
+of a violation still open on main is expected to fail (``xfail``, strict) while its name is in
+``KNOWN_OPEN``; once the fix lands and the name leaves the set, it must pass.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.histories import machine
+from tests.histories.known import KNOWN_OPEN
+from tests.histories.model import HandlerSpec, PolicySpec
+
+
+def open_finding(name: str, why: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(name in KNOWN_OPEN, reason=f"{name} is open on main: {why}", strict=True,
+                             raises=machine.Violation)
+
+
+@pytest.fixture(autouse=True)
+def strict_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing waived: every check of the oracle applies, every trigger stays as written."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset())
+
+
+def deliver_all(history: machine.Histories) -> None:
+    while history.api.queue:
+        history.deliver(latest=False, crash=None)
+
+
+@open_finding("new-results-rekey", "a result Kopf stored for another cause's handler re-keys the deletion handler")
+def test_another_handlers_stored_result_neither_wakes_nor_rekeys_a_parked_deletion_handler() -> None:
+    """A create handler returned a value (Kopf stores it in ``status.<id>``) while another create
+    handler was still parked when the object was deleted. In the first deletion cycle Kopf's progress
+    still lists the create handlers, so their results are the operator's own writes; the deletion
+    handler parks. Kopf then purges that progress, the same result now counts as a change of the
+    object: the parked handler is woken, and runs with ``acted_on_this_state == False`` under a new
+    idempotency key for a state nobody changed — its side effect starts twice."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}), HandlerSpec("hdl1-create", "create", {}),
+                HandlerSpec("hdl2-create", "create", {}))
+    with machine.replayed(handlers, ["pending", "pending", "true"]) as history:
+        history.world.behaviours["hdl2-create"] = "true"  # returns True: Kopf stores status.hdl2-create
+        deliver_all(history)  # the finalizer; the creation: hdl1 parks, hdl2 succeeds with its result
+        history.delete()
+        deliver_all(history)  # the deletion handler parks; the event of that write wakes it again
+
+
+@open_finding("42-6", "the release annotation is never consumed")
+def test_a_release_annotation_from_before_the_deletion_releases_no_later_retention() -> None:
+    """A person's release annotation, set before the deletion, still releases the Fatal that Kopf
+    concludes when ``retries=1`` ran out, under ``fatal_on_delete = "retain"``: the object goes
+    without anyone having released that retention (issue 42, finding 6, by Kopf's own Fatal)."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}, retries=1),)
+    policy = PolicySpec(defaults={"fatal_on_delete": "retain"}, handlers={})
+    with machine.replayed(handlers, ["raise_retry"], policy=policy) as history:
+        deliver_all(history)
+        history.person_releases(index=0)  # "*", while nothing is retained
+        history.delete()
+        for _ in range(4):
+            deliver_all(history)
+            history.time_passes(seconds=61)  # the Retry's delay passes; then retries=1 is used up
+
+
+@open_finding("stale-view", "an event older than one seen runs a parked handler on a memory from before")
+def test_an_event_older_than_one_seen_starts_no_side_effect_twice() -> None:
+    """The deletion handler parked (``Pending``) and its memory is in the object. After a restart the
+    operator is given an older version of the object (a lagging API server, past Kopf's wait for its
+    own write): that version has no memory yet, so the handler runs again with
+    ``acted_on_this_state == False`` for the very state it acted on, and starts its side effect again
+    (under the same idempotency key: only an external system that deduplicates is safe)."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
+        deliver_all(history)
+        history.delete()
+        deliver_all(history)  # the deletion handler parks, its memory written
+        history.restart()
+        deliver_all(history)
+        history.deliver_stale(back=1)  # the deleting object as it was before that write
