@@ -59,9 +59,10 @@ def _behaviours() -> tuple[str, ...]:
 
 def _behaviour_of(handler: model.HandlerSpec, behaviour: str) -> str:
     """The behaviour, unless it triggers a known open violation: a result that Kopf stores in
-    ``status.<id>``, from a handler of another cause than deletion, re-keys the deletion handler
-    (NEW-results-rekey, see test_regressions)."""
-    if "new-results-rekey" in KNOWN_OPEN and handler.cause != "delete" and behaviour in ("true", "false", "value"):
+    ``status.<id>``, from a handler of another cause than deletion or a sub-handler, re-keys a
+    deletion handler once Kopf's progress no longer lists it (new-results-rekey, test_regressions)."""
+    stored_elsewhere = handler.cause != "delete" or "/" in handler.id
+    if "new-results-rekey" in KNOWN_OPEN and stored_elsewhere and behaviour in ("true", "false", "value"):
         return "success"
     return behaviour
 
@@ -78,17 +79,29 @@ OPTIONS = st.fixed_dictionaries({}, optional={
 def operators(draw: st.DrawFn) -> tuple[tuple[model.HandlerSpec, ...], model.PolicySpec, bool]:
     causes = draw(st.lists(st.sampled_from(["create", "update", "delete", "resume"]), min_size=0, max_size=3))
     causes = ["delete", *causes]
-    handlers = tuple(
-        model.HandlerSpec(id=f"{model.HANDLER_PREFIX}{index}-{cause}", cause=cause, options=draw(OPTIONS),
-                          retries=draw(st.sampled_from([None, None, 1, 3])))
-        for index, cause in enumerate(causes))
+    handlers = tuple(_handler(draw, f"{model.HANDLER_PREFIX}{index}-{cause}", cause)
+                     for index, cause in enumerate(causes))
     policy = model.PolicySpec(
         defaults=draw(OPTIONS),
         handlers={handler.id: draw(OPTIONS) for handler in handlers if draw(st.booleans())},
         value_error=draw(st.sampled_from([None, "retry", "pending", "fatal", "success"])))
     if "41-7" in KNOWN_OPEN and any(policy.option(handler, "remember") for handler in handlers):
-        handlers = tuple(model.HandlerSpec(h.id, h.cause, h.options, None) for h in handlers)
+        handlers = tuple(model.HandlerSpec(h.id, h.cause, h.options, None, h.subs) for h in handlers)
     return handlers, policy, draw(st.booleans())
+
+
+def _handler(draw: st.DrawFn, hid: str, cause: str) -> model.HandlerSpec:
+    subs = draw(st.sampled_from([0, 0, 0, 1, 2])) if cause == "delete" else 0
+    if subs:  # a parent: its sub-handlers do the work (and Kopf's retries= would count the parent's runs)
+        children = tuple(model.HandlerSpec(f"{hid}/s{index}", cause, {}) for index in range(subs))
+        return model.HandlerSpec(hid, cause, draw(OPTIONS), None, children)
+    return model.HandlerSpec(hid, cause, draw(OPTIONS), draw(st.sampled_from([None, None, 1, 3])))
+
+
+def rule_unless(known: str, **arguments: Any) -> Any:
+    """A rule, unless it triggers the known open violation ``known``: then a plain method (which the
+    regression tests may still call)."""
+    return rule(**arguments) if known not in KNOWN_OPEN else (lambda method: method)
 
 
 class Histories(RuleBasedStateMachine):
@@ -174,23 +187,30 @@ class Histories(RuleBasedStateMachine):
 
     # --- the history ---------------------------------------------------------------------------
 
-    @initialize(spec=operators(), behaviours=st.lists(st.sampled_from(_behaviours()), min_size=4, max_size=4))
+    @initialize(spec=operators(), behaviours=st.lists(st.sampled_from(_behaviours()), min_size=6, max_size=6))
     def start(self, spec: Any, behaviours: list[str]) -> None:
         self.handlers, self.policy, self.with_plugin = spec
-        for handler, behaviour in zip(self.handlers, behaviours, strict=False):
+        for handler, behaviour in zip(self.leaves, behaviours, strict=False):
             self.world.behaviours[handler.id] = _behaviour_of(handler, behaviour)
         self.api.create({"a": 0, "b": 0})
         self._start()
+        for _ in range(6):  # the operator has seen the object: its finalizer added, its creation handled
+            if self.api.queue:
+                self._cycle(self.api.queue.pop(0), None)
 
     @precondition(lambda self: self.api.queue)
-    @rule(latest=st.booleans(), crash=st.sampled_from([None, None, None, None, 0, 1, 2]))
-    def deliver(self, latest: bool, crash: int | None) -> None:
-        """The next watch event, as Kopf's worker takes it (waiting for its own write's version
-        to arrive); or only the latest of those queued (intermediate states unobserved: a relist)."""
-        event = self.api.queue.pop(-1 if latest else 0)
-        if latest:
-            self.api.queue.clear()
-        self._cycle(event, crash)
+    @rule(count=st.integers(1, 4), latest=st.booleans(), crash=st.sampled_from([None, None, None, None, 0, 1, 2]))
+    def deliver(self, count: int, latest: bool, crash: int | None) -> None:
+        """The next ``count`` watch events, as Kopf's worker takes them (waiting for its own write's
+        version to arrive); or only the latest of those queued (intermediate states unobserved: a
+        relist). The operator dies at the ``crash``-th write of the last one (None: it does not)."""
+        for left in reversed(range(count)):
+            if not self.api.queue:
+                return
+            event = self.api.queue.pop(-1 if latest else 0)
+            if latest:
+                self.api.queue.clear()
+            self._cycle(event, crash if left == 0 or len(self.api.queue) == 0 else None)
 
     @precondition(lambda self: len(self.api.versions) > 1)
     @rule(back=st.integers(1, 8))
@@ -215,8 +235,7 @@ class Histories(RuleBasedStateMachine):
                  "status": {"status": {"user": value}}}[field]
         self.api.user_patch(patch)
 
-    @precondition(lambda self: "42-4" not in KNOWN_OPEN)
-    @rule()
+    @rule_unless("42-4")
     def another_operator_writes_its_bookkeeping(self) -> None:
         """Another Kopf operator's progress in a status storage of its own (several-operators.md)."""
         self.api.user_patch({"status": {"b-op": {"progress": {"x": {"started": str(self.steps)}}}}})
@@ -231,17 +250,15 @@ class Histories(RuleBasedStateMachine):
         self.totals.update(restarts=1)
         self._start()
 
-    @rule(index=st.integers(0, 3), behaviour=st.sampled_from(_behaviours()))
+    @rule(index=st.integers(0, 5), behaviour=st.sampled_from(_behaviours()))
     def behaviour_changes(self, index: int, behaviour: str) -> None:
-        handler = self.handlers[index % len(self.handlers)]
+        handler = self.leaves[index % len(self.leaves)]
         self.world.behaviours[handler.id] = _behaviour_of(handler, behaviour)
 
-    @precondition(lambda self: "42-2" not in KNOWN_OPEN)
-    @rule(index=st.integers(0, 3))
+    @rule_unless("42-2", index=st.integers(0, 5))
     def handler_writes_its_own_status(self, index: int) -> None:
-        self.world.own_writes ^= {self.handlers[index % len(self.handlers)].id}
+        self.world.own_writes ^= {self.leaves[index % len(self.leaves)].id}
 
-    @precondition(lambda self: self.with_plugin)
     @rule(fault=st.sampled_from([(hook, mode) for hook, modes in sorted(_faults().items()) for mode in modes]))
     def plugin_fault_changes(self, fault: tuple[str, str]) -> None:
         hook, mode = fault
@@ -263,7 +280,7 @@ class Histories(RuleBasedStateMachine):
     def memory_garbled(self) -> None:
         """Someone writes garbage into the memory: it reads as no memory (safety.md)."""
         self.api.user_patch({"metadata": {"annotations": {MEMORY_ANNOTATION: "{garbage"}}})
-        self.records = {handler.id: None for handler in self.handlers}
+        self.records = {handler.id: None for handler in self.leaves}
         self.garbled.append(self.api.version)
 
     # --- one processing cycle, and what the oracle makes of it -----------------------------------
@@ -303,17 +320,23 @@ class Histories(RuleBasedStateMachine):
         for run in self.world.runs[runs_before:]:
             self._judge(run, persisted, stale)
         if stale:  # its write, made from an old view, may have put old records back: unknown from now on
-            self.records = {handler.id: model.UNKNOWN for handler in self.handlers}
+            self.records = {handler.id: model.UNKNOWN for handler in self.leaves}
         if self.release_seen:
             self._check_release()
         if crashed:
             self._start()
 
+    @property
+    def leaves(self) -> list[model.HandlerSpec]:
+        """The handlers that do the work: those without sub-handlers, and the sub-handlers."""
+        return [leaf for handler in self.handlers for leaf in (handler.subs or (handler,))]
+
     def _deletion_handlers(self) -> list[model.HandlerSpec]:
-        return [handler for handler in self.handlers if handler.cause == "delete"]
+        """A parent is done when its sub-handlers are: the deletion's leaves decide the finalizer."""
+        return [handler for handler in self.leaves if handler.cause == "delete"]
 
     def _judge(self, run: operator.Run, persisted: bool, stale: bool = False) -> None:
-        handler = next(h for h in self.handlers if h.id == run.handler)
+        handler = next(h for h in self.leaves if h.id == run.handler)
         key = self.keys.setdefault((run.handler, run.state), run.key)
         if key != run.key:
             _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
@@ -324,7 +347,7 @@ class Histories(RuleBasedStateMachine):
                 _violated(self, f"P3: {run.handler} ran ({run.behaviour}) with acted_on_this_state={run.acted}, "
                                 f"but its memory {'is' if acted else 'is not'} about the state it sees"
                                 + (": its side effect starts twice" if acted else ": its side effect never starts"))
-        concluded = model.concludes(run.behaviour, handler, self.policy, run.faults)
+        concluded = model.concludes(run.behaviour, handler, self.policy, run.faults if self.with_plugin else {})
         if persisted:
             self.records[run.handler] = model.remembered(
                 expected, concluded, run.state, self.policy.option(handler, "remember"),

@@ -34,6 +34,7 @@ class HandlerSpec:
     cause: str  # create, update, delete, resume
     options: Mapping[str, Any]  # @kopf_outcomes.handler_options(...): only the fields it sets
     retries: int | None = None
+    subs: tuple[HandlerSpec, ...] = ()  # its sub-handlers ("<id>/<sub>"): it is done when they all are
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,6 +55,8 @@ def registry_of(handlers: tuple[model.HandlerSpec, ...], policy: model.PolicySpe
 
 
 def _handler_fn(handler: model.HandlerSpec, policy: model.PolicySpec, world: World) -> Callable[..., Any]:
+    if handler.subs:
+        return _parent_fn(handler, policy, world)
     depends_on = policy.option(handler, "depends_on")
 
     def fn(body: kopf.Body, patch: kopf.Patch, **_: Any) -> Any:
@@ -65,6 +67,18 @@ def _handler_fn(handler: model.HandlerSpec, policy: model.PolicySpec, world: Wor
         if handler.id in world.own_writes:
             patch.setdefault("status", {})[f"own-{handler.id}"] = len(world.runs)
         return act(behaviour)
+    return fn
+
+
+def _parent_fn(parent: model.HandlerSpec, policy: model.PolicySpec, world: World) -> Callable[..., Any]:
+    """A handler whose work is its sub-handlers (Kopf's ``@kopf.subhandler``): done when they all are."""
+    children = [(sub, _handler_fn(sub, policy, world)) for sub in parent.subs]
+    done = True if policy.option(parent, "explicit_completion") else None  # its own answer: "done"
+
+    def fn(**_: Any) -> Any:
+        for sub, child in children:
+            kopf.subhandler(id=sub.id.split("/", 1)[1])(child)
+        return done
     return fn
 
 

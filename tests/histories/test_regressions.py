@@ -26,7 +26,7 @@ def strict_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def deliver_all(history: machine.Histories) -> None:
     while history.api.queue:
-        history.deliver(latest=False, crash=None)
+        history.deliver(count=1, latest=False, crash=None)
 
 
 @open_finding("new-results-rekey", "a result Kopf stored for another cause's handler re-keys the deletion handler")
