@@ -76,3 +76,19 @@ def test_an_event_older_than_one_seen_starts_no_side_effect_twice() -> None:
         history.restart()
         deliver_all(history)
         history.deliver_stale(back=1)  # the deleting object as it was before that write
+
+
+@open_finding("new-results-rekey", "a result Kopf stored for a handler outside a sub-handler's cycle re-keys it")
+def test_a_sibling_handlers_stored_result_does_not_rekey_a_sub_handler() -> None:
+    """Two deletion handlers: one returns a value (Kopf stores it in ``status.hdl0-delete``), the
+    other's sub-handler rechecks (``Pending(recheck=5)``). The sub-handler's state is taken in its
+    parent's cycle, where Kopf's progress does not list the sibling: the sibling's result, written
+    in the same cycle as the sub-handler's first run, is a change of the object at its next run,
+    which gets another idempotency key and ``acted_on_this_state == False``."""
+    parent = HandlerSpec("hdl1-delete", "delete", {}, subs=(HandlerSpec("hdl1-delete/s0", "delete", {}),))
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}), parent), ["true", "pending_recheck"]) as history:
+        history.world.behaviours["hdl0-delete"] = "true"
+        history.delete()
+        deliver_all(history)
+        history.time_passes(seconds=700)  # the sub-handler's recheck is due
+        deliver_all(history)
