@@ -2,8 +2,11 @@
 The known violations on main that the histories would find, by issue and finding ("41-1": issue
 41, finding 1). Each gates its trigger in the generator or its check in the oracle, so that CI
 passes until its fix lands; empty the set once the fixes are merged (every trigger then runs).
+The regression tests of the findings still open are expected to fail while their name is here.
 """
 from __future__ import annotations
+
+import os
 
 KNOWN_OPEN: frozenset[str] = frozenset({
     "41-1",  # a raising/wrong handler_options plugin drops the policy's options: no such faults generated
@@ -16,3 +19,8 @@ KNOWN_OPEN: frozenset[str] = frozenset({
     "new-results-rekey",  # NEW: another handler's stored result re-keys a parked deletion handler
     "stale-view",  # NEW: an event older than one seen runs a handler on an old memory (see test_regressions)
 })
+
+# To see what a fix leaves open, name the findings still waived (comma-separated; empty: none):
+# KOPF_OUTCOMES_HISTORIES_KNOWN="" pytest tests/histories
+if "KOPF_OUTCOMES_HISTORIES_KNOWN" in os.environ:
+    KNOWN_OPEN = frozenset(name for name in os.environ["KOPF_OUTCOMES_HISTORIES_KNOWN"].split(",") if name)
