@@ -48,6 +48,8 @@ def _faults() -> dict[str, tuple[str, ...]]:
     faults = dict(operator.FAULTS)
     if "41-1" in KNOWN_OPEN:
         del faults["handler_options"]
+    if "new-classify-fallthrough" in KNOWN_OPEN:
+        del faults["classify_exception"]
     if "41-6" in KNOWN_OPEN:
         faults["adjust_outcome"] = tuple(mode for mode in faults["adjust_outcome"] if mode != "fatal_bad")
     return faults

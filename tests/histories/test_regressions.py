@@ -92,3 +92,17 @@ def test_a_sibling_handlers_stored_result_does_not_rekey_a_sub_handler() -> None
         deliver_all(history)
         history.time_passes(seconds=700)  # the sub-handler's recheck is due
         deliver_all(history)
+
+
+@open_finding("new-classify-fallthrough", "a raising classify_exception plugin lets the next plugin decide")
+def test_a_raising_classify_exception_plugin_holds_even_where_the_policy_says_fatal() -> None:
+    """The deletion handler raises ``ValueError``; the policy reads it as ``Fatal`` (released); a
+    plugin asked before the policy raises in ``kopf_outcomes_classify_exception``. safety.md: a
+    deciding hook's fault makes the run a Retry, the finalizer kept. On main the policy's answer
+    decides instead, and the finalizer goes in the same cycle."""
+    policy = PolicySpec({}, {}, value_error="fatal")
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["other_error"], policy=policy,
+                          plugin=True) as history:
+        history.delete()
+        history.plugin_fault_changes(fault=("classify_exception", "raise"))
+        history.deliver(count=1, latest=False, crash=None)
