@@ -127,6 +127,7 @@ class Histories(RuleBasedStateMachine):
         self.releases: list[str] = []  # the release annotations set, in order
         self.release_seen = False
         self.steps = 0
+        self.saw_stale = False  # a cycle ran on an old view (stale-view open): the memory is unknown after it
         self.strict = True  # raise at the first violation (False: collect them, for a replay)
         self.violations: list[str] = []
         self._context = self._installed()
@@ -321,8 +322,8 @@ class Histories(RuleBasedStateMachine):
         persisted = not crashed or self.api.kopf_writes > writes_before
         for run in self.world.runs[runs_before:]:
             self._judge(run, persisted, stale)
-        if stale:  # its write, made from an old view, may have put old records back: unknown from now on
-            self.records = {handler.id: model.UNKNOWN for handler in self.leaves}
+        if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
+            self.saw_stale = True  # what the memory holds is unknown from now on
         if self.release_seen:
             self._check_release()
         if crashed:
@@ -342,7 +343,7 @@ class Histories(RuleBasedStateMachine):
         key = self.keys.setdefault((run.handler, run.state), run.key)
         if key != run.key:
             _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
-        expected = model.UNKNOWN if stale else self.records.get(run.handler)
+        expected = model.UNKNOWN if stale or self.saw_stale else self.records.get(run.handler)
         if expected is not model.UNKNOWN:
             acted = expected is not None and expected == run.state
             if run.acted != acted:
