@@ -16,7 +16,8 @@ from tests.histories.machine import Histories
 COMMON = dict(deadline=None, print_blob=True, report_multiple_bugs=False,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 settings.register_profile("histories-quick", max_examples=300, stateful_step_count=30, **COMMON)  # type: ignore[arg-type]
-settings.register_profile("histories-full", max_examples=int(os.environ.get("KOPF_OUTCOMES_HISTORIES_EXAMPLES", 12_000)), stateful_step_count=30, **COMMON)  # type: ignore[arg-type]
+FULL_EXAMPLES = int(os.environ.get("KOPF_OUTCOMES_HISTORIES_EXAMPLES", 12_000))
+settings.register_profile("histories-full", max_examples=FULL_EXAMPLES, stateful_step_count=30, **COMMON)  # type: ignore[arg-type]
 PROFILE = "histories-full" if os.environ.get("KOPF_OUTCOMES_HISTORIES") == "full" else "histories-quick"
 
 
