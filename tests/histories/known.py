@@ -18,6 +18,7 @@ KNOWN_OPEN: frozenset[str] = frozenset({
     "42-6",  # the release annotation is never consumed: a leftover one may release a later retention
     "new-results-rekey",  # NEW: another handler's stored result re-keys a parked deletion handler
     "new-classify-fallthrough",  # NEW: a raising classify_exception plugin lets the policy's Fatal release
+    "new-remember-depends-on",  # NEW: remember + depends_on: a change outside it re-runs a finished handler
     "stale-view",  # NEW: an event older than one seen runs a handler on an old memory (see test_regressions)
 })
 

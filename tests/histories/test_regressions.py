@@ -106,3 +106,17 @@ def test_a_raising_classify_exception_plugin_holds_even_where_the_policy_says_fa
         history.delete()
         history.plugin_fault_changes(fault=("classify_exception", "raise"))
         history.deliver(count=1, latest=False, crash=None)
+
+
+@open_finding("new-remember-depends-on", "remember with depends_on: a change outside depends_on starts it again")
+def test_remember_with_depends_on_starts_nothing_again_for_a_change_outside_it() -> None:
+    """``remember = true`` and ``depends_on = ["spec.a"]`` (policy): the deletion handler succeeded
+    (its memory kept), then ``spec.b`` changed, which is not part of its state. It is run again, with
+    ``acted_on_this_state == False`` for the state it acted on: its side effect starts twice."""
+    policy = PolicySpec(defaults={"remember": True, "depends_on": ["spec.a"]}, handlers={})
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"], policy=policy) as history:
+        history.delete()
+        history.user_changes(field="spec.b", value=1)
+        history.deliver(count=1, latest=False, crash=None)
+        history.time_passes(seconds=6)
+        history.deliver(count=1, latest=False, crash=None)
