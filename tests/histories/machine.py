@@ -1,0 +1,434 @@
+"""
+The state machine of the generated histories: an operator built from a generated description runs
+Kopf's real ``process_resource_event`` against the one-object fake API server, while the history
+changes the object, deletes it, restarts the operator, crashes it between two of its writes,
+delivers events late, stale or coalesced, and makes the plugin fail. After every step the oracle
+(:mod:`.model`) checks the three properties:
+
+- P1: the finalizer goes only when every deletion handler's last persisted conclusion lets it go;
+- P2 (at the end, after the world healed and time passed): an object whose deletion handlers all
+  concluded is released;
+- P3: a run's ``acted_on_this_state`` is what its memory must say (a side effect never starts twice
+  for one state, nor is skipped for a new one), and its idempotency key is one per handler and state.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+from hypothesis import assume
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import kopf_outcomes
+from tests.histories import fake_api, kopf_access, model, operator
+from tests.histories.clock import Clock
+from tests.histories.known import KNOWN_OPEN
+
+RELEASE_ANNOTATION = "outcomes.kopf.zalando.org/release"
+MEMORY_ANNOTATION = "outcomes.kopf.zalando.org/memory"
+DRAIN_CYCLES = 40  # P2's bound: cycles (with time passing when idle) for a concluded object to go
+
+
+class Violation(AssertionError):
+    pass
+
+
+def _violated(machine: Histories, message: str) -> None:
+    machine.violations.append(message)
+    if machine.strict:
+        raise Violation(message)
+
+
+def _faults() -> dict[str, tuple[str, ...]]:
+    faults = dict(operator.FAULTS)
+    if "41-1" in KNOWN_OPEN:
+        del faults["handler_options"]
+    if "new-classify-fallthrough" in KNOWN_OPEN:
+        del faults["classify_exception"]
+    if "41-6" in KNOWN_OPEN:
+        faults["adjust_outcome"] = tuple(mode for mode in faults["adjust_outcome"] if mode != "fatal_bad")
+    return faults
+
+
+def _behaviours() -> tuple[str, ...]:
+    return tuple(b for b in operator.BEHAVIOURS if not (b == "fatal_bad" and "41-6" in KNOWN_OPEN))
+
+
+def _behaviour_of(handler: model.HandlerSpec, behaviour: str, policy: model.PolicySpec) -> str:
+    """The behaviour, unless it triggers a known open violation: a plain value that Kopf stores as
+    the handler's result in ``status.<id>`` re-keys and wakes another handler, in whose cycle Kopf's
+    progress does not list this one (new-results-rekey, see test_regressions)."""
+    stored = behaviour in ("true", "false", "value") and not policy.option(handler, "explicit_completion")
+    if "new-results-rekey" in KNOWN_OPEN and stored:
+        return "success"
+    return behaviour
+
+
+OPTIONS = st.fixed_dictionaries({}, optional={
+    "explicit_completion": st.booleans(),
+    "fatal_on_delete": st.sampled_from(["release", "retain"]),
+    "remember": st.booleans(),
+    "depends_on": st.just(["spec.a"]),
+})
+
+
+@st.composite
+def operators(draw: st.DrawFn) -> tuple[tuple[model.HandlerSpec, ...], model.PolicySpec, bool]:
+    causes = draw(st.lists(st.sampled_from(["create", "update", "delete", "resume"]), min_size=0, max_size=3))
+    causes = ["delete", *causes]
+    handlers = tuple(_handler(draw, f"{model.HANDLER_PREFIX}{index}-{cause}", cause)
+                     for index, cause in enumerate(causes))
+    policy = model.PolicySpec(
+        defaults=draw(OPTIONS),
+        handlers={handler.id: draw(OPTIONS) for handler in handlers if draw(st.booleans())},
+        value_error=draw(st.sampled_from([None, "retry", "pending", "fatal", "success"])))
+    if "new-remember-depends-on" in KNOWN_OPEN:  # not combined while open
+        assume(not any(policy.option(h, "remember") and policy.option(h, "depends_on") for h in handlers))
+    if "41-7" in KNOWN_OPEN and any(policy.option(handler, "remember") for handler in handlers):
+        handlers = tuple(model.HandlerSpec(h.id, h.cause, h.options, None, h.subs) for h in handlers)
+    return handlers, policy, draw(st.booleans())
+
+
+def _handler(draw: st.DrawFn, hid: str, cause: str) -> model.HandlerSpec:
+    subs = draw(st.sampled_from([0, 0, 0, 1, 2])) if cause == "delete" else 0
+    if subs:  # a parent: its sub-handlers do the work (and Kopf's retries= would count the parent's runs)
+        children = tuple(model.HandlerSpec(f"{hid}/s{index}", cause, {}) for index in range(subs))
+        return model.HandlerSpec(hid, cause, draw(OPTIONS), None, children)
+    return model.HandlerSpec(hid, cause, draw(OPTIONS), draw(st.sampled_from([None, None, 1, 3])))
+
+
+def rule_unless(known: str, **arguments: Any) -> Any:
+    """A rule, unless it triggers the known open violation ``known``: then a plain method (which the
+    regression tests may still call)."""
+    return rule(**arguments) if known not in KNOWN_OPEN else (lambda method: method)
+
+
+class Histories(RuleBasedStateMachine):
+    totals: collections.Counter[str] = collections.Counter()  # over every history of the process: the figures
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = Clock()
+        self.api = fake_api.FakeAPI(on_release=self._released)
+        self.loop = self.clock.loop()
+        self.world = operator.World(behaviours={})
+        self.handlers: tuple[model.HandlerSpec, ...] = ()
+        self.policy = model.PolicySpec({}, {})
+        self.with_plugin = False
+        self.process: dict[str, Any] = {}
+        self.status: dict[str, frozenset[str]] = {}  # deletion handlers: their last persisted conclusion
+        self.records: dict[str, Any] = {}  # the state each handler's memory is about (None: no memory)
+        self.garbled: list[int] = []  # the versions where someone wrote garbage into the memory
+        self.keys: dict[tuple[str, Any], str] = {}
+        self.released_by_person: set[str] = set()
+        self.releases: list[str] = []  # the release annotations set, in order
+        self.release_seen = False
+        self.steps = 0
+        self.saw_stale = False  # a cycle ran on an old view (stale-view open): the memory is unknown after it
+        self.strict = True  # raise at the first violation (False: collect them, for a replay)
+        self.violations: list[str] = []
+        self._context = self._installed()
+        self._context.__enter__()
+
+    # --- the environment -----------------------------------------------------------------------
+
+    def _installed(self) -> Any:
+        @contextlib.contextmanager
+        def installed() -> Iterator[None]:
+            original_patch = kopf_access.api.patch
+            quiet = [logging.getLogger(name) for name in ("kopf", "kopf_outcomes")]
+            levels = [(logger, logger.level, logger.propagate) for logger in quiet]
+            for logger in quiet:
+                logger.setLevel(logging.CRITICAL + 1)
+                logger.propagate = False
+            kopf_access.api.patch = self.api.patch
+            try:
+                with self.clock.installed():
+                    yield
+            finally:
+                kopf_access.api.patch = original_patch
+                for logger, level, propagate in levels:
+                    logger.setLevel(level)
+                    logger.propagate = propagate
+                kopf_outcomes.uninstall()
+        return installed()
+
+    def teardown(self) -> None:
+        try:
+            if self.handlers:
+                self._drain()
+        finally:
+            self.totals.update(histories=1, cycles=self.steps, runs=len(self.world.runs),
+                               released=int(self.api.body is None and self.api.kopf_writes > 0))
+            self._context.__exit__(None, None, None)
+            self.loop.close()
+
+    def _start(self) -> None:
+        """A fresh operator process: Kopf's memories and our caches anew, the object listed again."""
+        kopf_outcomes.uninstall()
+        plugins = [operator.FaultyPlugin(self.world)] if self.with_plugin else []
+        has_policy = bool(self.policy.defaults or self.policy.handlers or self.policy.value_error)
+        kopf_outcomes.install(entry_points=False, events=False, plugins=plugins,
+                              policy=operator.policy_of(self.policy) if has_policy else None)
+        self.process = dict(
+            registry=operator.registry_of(self.handlers, self.policy, self.world),
+            settings=kopf_access.configuration.OperatorSettings(),
+            memories=kopf_access.inventory.ResourceMemories(),
+            memobase=kopf_access.ephemera.Memo(),
+            indexers=kopf_access.indexing.OperatorIndexers(),
+        )
+        self.worker = kopf_access.worker_context(self.process["registry"])
+        self.api.queue = [fake_api.Event(None, self.api.body)] if self.api.body is not None else []
+        self.expected_version: str | None = None  # Kopf's worker awaits its own write's version
+        self.consistency_time: float | None = None
+
+    def _released(self) -> None:
+        self.release_seen = True
+
+    # --- the history ---------------------------------------------------------------------------
+
+    @initialize(spec=operators(), behaviours=st.lists(st.sampled_from(_behaviours()), min_size=6, max_size=6))
+    def start(self, spec: Any, behaviours: list[str]) -> None:
+        self.handlers, self.policy, self.with_plugin = spec
+        for handler, behaviour in zip(self.leaves, behaviours, strict=False):
+            self.world.behaviours[handler.id] = _behaviour_of(handler, behaviour, self.policy)
+        self.api.create({"a": 0, "b": 0})
+        self._start()
+        for _ in range(6):  # the operator has seen the object: its finalizer added, its creation handled
+            if self.api.queue:
+                self._cycle(self.api.queue.pop(0), None)
+
+    @precondition(lambda self: self.api.queue)
+    @rule(count=st.integers(1, 4), latest=st.booleans(), crash=st.sampled_from([None, None, None, None, 0, 1, 2]))
+    def deliver(self, count: int, latest: bool, crash: int | None) -> None:
+        """The next ``count`` watch events, as Kopf's worker takes them (waiting for its own write's
+        version to arrive); or only the latest of those queued (intermediate states unobserved: a
+        relist). The operator dies at the ``crash``-th write of the last one (None: it does not)."""
+        for left in reversed(range(count)):
+            if not self.api.queue:
+                return
+            event = self.api.queue.pop(-1 if latest else 0)
+            if latest:
+                self.api.queue.clear()
+            self._cycle(event, crash if left == 0 or len(self.api.queue) == 0 else None)
+
+    @precondition(lambda self: len(self.api.versions) > 1)
+    @rule(back=st.integers(1, 8))
+    def deliver_stale(self, back: int) -> None:
+        """An event older than one already seen (``back`` versions before the latest): a watch of a
+        lagging API server after a failover, past Kopf's wait for its own write."""
+        body = self.api.versions[max(0, len(self.api.versions) - 1 - back)]
+        self._cycle(fake_api.Event("MODIFIED", body), None, stale="stale-view" in KNOWN_OPEN)
+
+    @rule(seconds=st.sampled_from([1, 6, 61, 700, 86400]))
+    def time_passes(self, seconds: int) -> None:
+        """Time passes, and the object's last event is queued again (as a recheck or a relist does)."""
+        self.clock.advance(seconds)
+        if self.api.body is not None:
+            self.api.queue.append(fake_api.Event("MODIFIED", self.api.body))
+
+    @rule(field=st.sampled_from(["spec.a", "spec.b", "labels", "annotations", "status"]), value=st.integers(0, 2))
+    def user_changes(self, field: str, value: int) -> None:
+        patch = {"spec.a": {"spec": {"a": value}}, "spec.b": {"spec": {"b": value}},
+                 "labels": {"metadata": {"labels": {"example.com/l": str(value)}}},
+                 "annotations": {"metadata": {"annotations": {"example.com/note": str(value)}}},
+                 "status": {"status": {"user": value}}}[field]
+        self.api.user_patch(patch)
+
+    @rule_unless("42-4")
+    def another_operator_writes_its_bookkeeping(self) -> None:
+        """Another Kopf operator's progress in a status storage of its own (several-operators.md)."""
+        self.api.user_patch({"status": {"b-op": {"progress": {"x": {"started": str(self.steps)}}}}})
+        self.steps += 1
+
+    @rule()
+    def delete(self) -> None:
+        self.api.delete()
+
+    @rule()
+    def restart(self) -> None:
+        self.totals.update(restarts=1)
+        self._start()
+
+    @rule(index=st.integers(0, 5), behaviour=st.sampled_from(_behaviours()))
+    def behaviour_changes(self, index: int, behaviour: str) -> None:
+        handler = self.leaves[index % len(self.leaves)]
+        self.world.behaviours[handler.id] = _behaviour_of(handler, behaviour, self.policy)
+
+    @rule_unless("42-2", index=st.integers(0, 5))
+    def handler_writes_its_own_status(self, index: int) -> None:
+        self.world.own_writes ^= {self.leaves[index % len(self.leaves)].id}
+
+    @rule(fault=st.sampled_from([(hook, mode) for hook, modes in sorted(_faults().items()) for mode in modes]))
+    def plugin_fault_changes(self, fault: tuple[str, str]) -> None:
+        hook, mode = fault
+        self.world.faults[hook] = mode
+
+    @precondition(lambda self: self.api.body is not None)
+    @rule(index=st.integers(0, 2))
+    def person_releases(self, index: int) -> None:
+        names = ["*", *(h.id for h in self._deletion_handlers())]
+        name = names[index % len(names)]
+        self.api.user_patch({"metadata": {"annotations": {RELEASE_ANNOTATION: name}}})
+        for handler in self._deletion_handlers():
+            if name in ("*", handler.id) and model.RETAIN in self._possible(handler):
+                self.released_by_person.add(handler.id)
+        self.releases.append(name)
+
+    @precondition(lambda self: self.api.body is not None)
+    @rule()
+    def memory_garbled(self) -> None:
+        """Someone writes garbage into the memory: it reads as no memory (safety.md)."""
+        self.api.user_patch({"metadata": {"annotations": {MEMORY_ANNOTATION: "{garbage"}}})
+        self.records = {handler.id: None for handler in self.leaves}
+        self.garbled.append(self.api.version)
+
+    # --- one processing cycle, and what the oracle makes of it -----------------------------------
+
+    def _cycle(self, event: fake_api.Event, crash: int | None, stale: bool = False) -> None:
+        """One event through Kopf's processing, as Kopf's per-object worker feeds it (queueing.py):
+        after its own PATCH it awaits that version, so an older event only waits (and is woken by
+        the next queued one) unless none comes within ``consistency_timeout``."""
+        self.steps += 1
+        seen = int(event.object["metadata"].get("resourceVersion", 0))
+        if any(seen < version for version in self.garbled):
+            stale = True  # a view from before the garbage: its write may put the old records back
+        self.api.writes_left = crash
+        writes_before, runs_before = self.api.kopf_writes, len(self.world.runs)
+        self.release_seen = False
+        crashed = False
+        if event.object["metadata"].get("resourceVersion") == self.expected_version:
+            self.expected_version, self.consistency_time = None, None  # Kopf's own write arrived
+        pressure = asyncio.Event()
+        if self.api.queue:
+            pressure.set()
+        try:
+            processing = kopf_access.processing.process_resource_event(
+                lifecycle=kopf.lifecycles.all_at_once, resource=kopf_access.RESOURCE, raw_event=event.raw(),
+                event_queue=asyncio.Queue(), no_throttling=True, stream_pressure=pressure,
+                consistency_time=self.consistency_time, **self.process)
+            version = self.loop.run_until_complete(self.worker.run(self.loop.create_task, processing))
+            if version is not None:
+                self.expected_version = version
+                self.consistency_time = self.loop.time() + self.process["settings"].persistence.consistency_timeout
+        except fake_api.Crashed:
+            crashed = True
+            self.totals.update(crashes=1)
+        finally:
+            self.api.writes_left = None
+        persisted = not crashed or self.api.kopf_writes > writes_before
+        for run in self.world.runs[runs_before:]:
+            self._judge(run, persisted, stale)
+        if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
+            self.saw_stale = True  # what the memory holds is unknown from now on
+        if self.release_seen:
+            self._check_release()
+        if crashed:
+            self._start()
+
+    @property
+    def leaves(self) -> list[model.HandlerSpec]:
+        """The handlers that do the work: those without sub-handlers, and the sub-handlers."""
+        return [leaf for handler in self.handlers for leaf in (handler.subs or (handler,))]
+
+    def _deletion_handlers(self) -> list[model.HandlerSpec]:
+        """A parent is done when its sub-handlers are: the deletion's leaves decide the finalizer."""
+        return [handler for handler in self.leaves if handler.cause == "delete"]
+
+    def _judge(self, run: operator.Run, persisted: bool, stale: bool = False) -> None:
+        handler = next(h for h in self.leaves if h.id == run.handler)
+        key = self.keys.setdefault((run.handler, run.state), run.key)
+        if key != run.key:
+            _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
+        expected = model.UNKNOWN if stale or self.saw_stale else self.records.get(run.handler)
+        if expected is not model.UNKNOWN:
+            acted = expected is not None and expected == run.state
+            if run.acted != acted:
+                _violated(self, f"P3: {run.handler} ran ({run.behaviour}) with acted_on_this_state={run.acted}, "
+                                f"but its memory {'is' if acted else 'is not'} about the state it sees"
+                                + (": its side effect starts twice" if acted else ": its side effect never starts"))
+        concluded = model.concludes(run.behaviour, handler, self.policy, run.faults if self.with_plugin else {})
+        if persisted:
+            self.records[run.handler] = model.remembered(
+                expected, concluded, run.state, self.policy.option(handler, "remember"),
+                record_survives_retry="42-1" not in KNOWN_OPEN)
+            if handler.cause == "delete":
+                self.status[run.handler] = concluded
+                self.released_by_person.discard(run.handler)
+
+    def _possible(self, handler: model.HandlerSpec) -> frozenset[str]:
+        """What the handler's last persisted conclusion may be: with Kopf's ``retries=``, also the Fatal
+        that Kopf concludes, without a run, once they are used up (released, or retained)."""
+        concluded = self.status.get(handler.id, model.NOT_RUN)
+        if handler.retries is not None:
+            fatal = model.RETAIN if self.policy.option(handler, "fatal_on_delete") == "retain" else model.RELEASE
+            concluded |= {fatal}
+        return concluded
+
+    def _may_go(self, handler: model.HandlerSpec) -> bool:
+        possible = self._possible(handler)
+        if possible & model.DONE:
+            return True
+        if model.RETAIN in possible and handler.id in self.released_by_person:
+            return True
+        # a release annotation left from before this retention: consumed once 42-6 is fixed
+        return (model.RETAIN in possible and "42-6" in KNOWN_OPEN
+                and any(name in ("*", handler.id) for name in self.releases))
+
+    def _check_release(self) -> None:
+        holding = [handler.id for handler in self._deletion_handlers() if not self._may_go(handler)]
+        if holding:
+            _violated(self, f"P1: the finalizer was released while {', '.join(holding)} had not concluded: "
+                            + ", ".join(f"{h}: {sorted(self.status.get(h, model.NOT_RUN))}" for h in holding))
+
+    # --- the end: heal the world, let time pass, and require that the concluded object goes -------
+
+    def _drain(self) -> None:
+        self.world.faults.clear()
+        self.api.delete()
+        idle = 0
+        for _ in range(DRAIN_CYCLES):
+            if self.api.body is None:
+                return
+            if not self.api.queue:
+                idle += 1
+                if idle > 3:
+                    break  # nothing happens any more, however much time passes
+                self.clock.advance(700)
+                self.api.queue.append(fake_api.Event("MODIFIED", self.api.body))
+            else:
+                idle = 0
+            event = self.api.queue.pop()
+            self.api.queue.clear()
+            self._cycle(event, None)
+        if self.api.body is not None and self.api.finalized:
+            concluded = [h for h in self._deletion_handlers() if self.status.get(h.id, model.NOT_RUN) <= model.DONE]
+            if len(concluded) == len(self._deletion_handlers()):
+                _violated(self, f"P2: every deletion handler concluded ({self.status}), but the object still has "
+                                f"the finalizer after {DRAIN_CYCLES} cycles")
+
+    @invariant()
+    def nothing_else(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def replayed(handlers: tuple[model.HandlerSpec, ...], behaviours: list[str], *,
+             policy: model.PolicySpec | None = None, plugin: bool = False) -> Iterator[Histories]:
+    """One history written by hand, for the regression tests: its steps are the machine's rules,
+    called in order; a violation raises at the step (or, for P2, at the end) where it happens."""
+    machine = Histories()
+    try:
+        machine.start(spec=(handlers, policy or model.PolicySpec({}, {}), plugin), behaviours=behaviours)
+        yield machine
+    except BaseException:
+        machine.handlers = ()  # no drain after a failure: the failure is the answer
+        raise
+    finally:
+        machine.teardown()

@@ -1,0 +1,122 @@
+"""
+The violations the generated histories found, each as the minimal history, written out: the
+machine's rules called in order, with the oracle strict (nothing of ``KNOWN_OPEN`` waived). A test
+of a violation still open on main is expected to fail (``xfail``, strict) while its name is in
+``KNOWN_OPEN``; once the fix lands and the name leaves the set, it must pass.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.histories import machine
+from tests.histories.known import KNOWN_OPEN
+from tests.histories.model import HandlerSpec, PolicySpec
+
+
+def open_finding(name: str, why: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(name in KNOWN_OPEN, reason=f"{name} is open on main: {why}", strict=True,
+                             raises=machine.Violation)
+
+
+@pytest.fixture(autouse=True)
+def strict_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing waived: every check of the oracle applies, every trigger stays as written."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset())
+
+
+def deliver_all(history: machine.Histories) -> None:
+    while history.api.queue:
+        history.deliver(count=1, latest=False, crash=None)
+
+
+@open_finding("new-results-rekey", "a result Kopf stored for another cause's handler re-keys the deletion handler")
+def test_another_handlers_stored_result_neither_wakes_nor_rekeys_a_parked_deletion_handler() -> None:
+    """A create handler returned a value (Kopf stores it in ``status.<id>``) while another create
+    handler was still parked when the object was deleted. In the first deletion cycle Kopf's progress
+    still lists the create handlers, so their results are the operator's own writes; the deletion
+    handler parks. Kopf then purges that progress, the same result now counts as a change of the
+    object: the parked handler is woken, and runs with ``acted_on_this_state == False`` under a new
+    idempotency key for a state nobody changed — its side effect starts twice."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}), HandlerSpec("hdl1-create", "create", {}),
+                HandlerSpec("hdl2-create", "create", {}))
+    with machine.replayed(handlers, ["pending", "pending", "true"]) as history:
+        history.world.behaviours["hdl2-create"] = "true"  # returns True: Kopf stores status.hdl2-create
+        deliver_all(history)  # the finalizer; the creation: hdl1 parks, hdl2 succeeds with its result
+        history.delete()
+        deliver_all(history)  # the deletion handler parks; the event of that write wakes it again
+
+
+def test_a_release_annotation_from_before_the_deletion_releases_no_later_retention() -> None:
+    """A person's release annotation, set before the deletion, released the Fatal that Kopf
+    concludes when ``retries=1`` ran out, under ``fatal_on_delete = "retain"``: the object went
+    without anyone having released that retention (issue 42, finding 6, by Kopf's own Fatal).
+    Found and failing on 61266e7; it passes on the main this branch is rebased on."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}, retries=1),)
+    policy = PolicySpec(defaults={"fatal_on_delete": "retain"}, handlers={})
+    with machine.replayed(handlers, ["raise_retry"], policy=policy) as history:
+        deliver_all(history)
+        history.person_releases(index=0)  # "*", while nothing is retained
+        history.delete()
+        for _ in range(4):
+            deliver_all(history)
+            history.time_passes(seconds=61)  # the Retry's delay passes; then retries=1 is used up
+
+
+@open_finding("stale-view", "an event older than one seen runs a parked handler on a memory from before")
+def test_an_event_older_than_one_seen_starts_no_side_effect_twice() -> None:
+    """The deletion handler parked (``Pending``) and its memory is in the object. After a restart the
+    operator is given an older version of the object (a lagging API server, past Kopf's wait for its
+    own write): that version has no memory yet, so the handler runs again with
+    ``acted_on_this_state == False`` for the very state it acted on, and starts its side effect again
+    (under the same idempotency key: only an external system that deduplicates is safe)."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
+        deliver_all(history)
+        history.delete()
+        deliver_all(history)  # the deletion handler parks, its memory written
+        history.restart()
+        deliver_all(history)
+        history.deliver_stale(back=1)  # the deleting object as it was before that write
+
+
+@open_finding("new-results-rekey", "a result Kopf stored for a handler outside a sub-handler's cycle re-keys it")
+def test_a_sibling_handlers_stored_result_does_not_rekey_a_sub_handler() -> None:
+    """Two deletion handlers: one returns a value (Kopf stores it in ``status.hdl0-delete``), the
+    other's sub-handler rechecks (``Pending(recheck=5)``). The sub-handler's state is taken in its
+    parent's cycle, where Kopf's progress does not list the sibling: the sibling's result, written
+    in the same cycle as the sub-handler's first run, is a change of the object at its next run,
+    which gets another idempotency key and ``acted_on_this_state == False``."""
+    parent = HandlerSpec("hdl1-delete", "delete", {}, subs=(HandlerSpec("hdl1-delete/s0", "delete", {}),))
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}), parent), ["true", "pending_recheck"]) as history:
+        history.world.behaviours["hdl0-delete"] = "true"
+        history.delete()
+        deliver_all(history)
+        history.time_passes(seconds=700)  # the sub-handler's recheck is due
+        deliver_all(history)
+
+
+@open_finding("new-classify-fallthrough", "a raising classify_exception plugin lets the next plugin decide")
+def test_a_raising_classify_exception_plugin_holds_even_where_the_policy_says_fatal() -> None:
+    """The deletion handler raises ``ValueError``; the policy reads it as ``Fatal`` (released); a
+    plugin asked before the policy raises in ``kopf_outcomes_classify_exception``. safety.md: a
+    deciding hook's fault makes the run a Retry, the finalizer kept. On main the policy's answer
+    decides instead, and the finalizer goes in the same cycle."""
+    policy = PolicySpec({}, {}, value_error="fatal")
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["other_error"], policy=policy,
+                          plugin=True) as history:
+        history.delete()
+        history.plugin_fault_changes(fault=("classify_exception", "raise"))
+        history.deliver(count=1, latest=False, crash=None)
+
+
+@open_finding("new-remember-depends-on", "remember with depends_on: a change outside depends_on starts it again")
+def test_remember_with_depends_on_starts_nothing_again_for_a_change_outside_it() -> None:
+    """``remember = true`` and ``depends_on = ["spec.a"]`` (policy): the deletion handler succeeded
+    (its memory kept), then ``spec.b`` changed, which is not part of its state. It is run again, with
+    ``acted_on_this_state == False`` for the state it acted on: its side effect starts twice."""
+    policy = PolicySpec(defaults={"remember": True, "depends_on": ["spec.a"]}, handlers={})
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"], policy=policy) as history:
+        history.delete()
+        history.user_changes(field="spec.b", value=1)
+        history.deliver(count=1, latest=False, crash=None)
+        history.time_passes(seconds=6)
+        history.deliver(count=1, latest=False, crash=None)
