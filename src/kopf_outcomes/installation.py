@@ -52,13 +52,15 @@ def install(
         try:
             if entry_points:
                 manager.load_entry_points(allow=allow, deny=deny)
+            # Pluggy asks the last registered first: the entry points', then the policy, then the
+            # plugins given here are asked in turn, as docs/policies.md says (given plugins first).
+            if policy_plugin is not None:
+                manager.replace(policy_plugin, name=policy_plugin.name)
             for plugin in plugins:
                 manager.register(plugin)
         except PluginError as e:
             uncaught.show_alone(e)  # `kopf run`: the reason, not Kopf's loader's traceback
             raise
-        if policy_plugin is not None:
-            manager.replace(policy_plugin, name=policy_plugin.name)
         _patch = _kopf.Wrappers(manager)
         _patch.attach()
         misuse.installed(True)

@@ -238,3 +238,24 @@ def test_kopfs_own_invoke_handler_gets_the_wrapper_that_names_its_parameters(sto
     kopf_outcomes.install(entry_points=False)
     assert installation._patch is not None
     assert execution.invoke_handler == installation._patch.invoke_handler
+
+
+def test_plugins_given_to_install_are_asked_before_the_policy() -> None:
+    """docs/policies.md: plugins passed as ``install(plugins=[...])`` are asked before the policy.
+    A classifier given there that fails must be asked (and so contained: a Retry, the finalizer
+    kept), not passed over by the policy's Fatal, which released (found by tests/histories)."""
+    from kopf_outcomes.policy import ExceptionRule, Policy, Scope
+
+    class Given:
+        @hookimpl
+        def kopf_outcomes_classify_exception(self, run: HandlerRun, exception: BaseException) -> None:
+            return None
+
+    given = Given()
+    policy = Policy(defaults=Scope(exceptions={"builtins.ValueError": ExceptionRule(outcome="fatal")}))
+    try:
+        manager = kopf_outcomes.install(entry_points=False, events=False, policy=policy, plugins=[given])
+        order = [impl.plugin_name for impl in reversed(manager.hook.kopf_outcomes_classify_exception.get_hookimpls())]
+        assert order.index(manager.get_name(given)) < order.index("kopf_outcomes.policy"), order
+    finally:
+        kopf_outcomes.uninstall()
