@@ -224,7 +224,7 @@ async def test_an_unserved_dependency_under_all_namespaces_is_not_told_to_use_al
 # --- a cluster-scoped parent's bare-name reference into a namespaced resource ------------------
 
 @pytest.mark.xfail(strict=True, reason="a cluster-scoped parent's bare name of a namespaced object (no namespace: "
-                                       "cannot be found) is read as none and releases")
+                                       "cannot be found) is read as none and releases (already so before this change)")
 async def test_a_cluster_scoped_parents_bare_reference_to_a_namespaced_object_is_not_none(
         installed: None, sent: list[Any]) -> None:
     seen: list[int] = []
@@ -234,3 +234,35 @@ async def test_a_cluster_scoped_parents_bare_reference_to_a_namespaced_object_is
     await op.process(SECRETS, body("lock", NS, kind="Secret", api="v1"))  # the Secret exists, in "apps"
     await op.process(CLUSTERED, body("t1", None, kind="ClusterKopfExample", deleting=True, spec={"lockRef": "lock"}))
     assert not released(sent)
+
+
+async def test_a_job_relabelled_out_of_one_of_two_sources_wakes_its_parent_and_stays_one_object(
+        installed: None, sent: list[Any]) -> None:
+    seen: list[int] = []
+    by_owner = kopf_outcomes.owned("batch/v1", "jobs")
+    by_label = kopf_outcomes.selected("batch/v1", "jobs", labels={"example.com/parent": "{metadata.name}"},
+                                      fields=["status.succeeded"])
+    registry = kopf.OperatorRegistry()
+
+    @kopf_outcomes.depends_on_objects(by_owner, by_label, registry=registry)
+    @kopf.on.delete("kopf.dev", "v1", "kopfexamples", registry=registry)
+    def delete_fn(**_: Any) -> Any:
+        found = kopf_outcomes.recall().objects
+        seen.append(len(found))
+        return kopf_outcomes.Pending("its Job remains") if found else None
+
+    op = Operator(registry)
+    await op.watch(JOBS, None)
+    parent = body("p", deleting=True)
+    job = body("cleanup", kind="Job", api="batch/v1", labels={"example.com/parent": "p"})
+    job["metadata"]["ownerReferences"] = [{"uid": parent["metadata"]["uid"]}]
+    await op.process(JOBS, job)
+    woken = asyncio.Event()
+    forget = objects.wait([*by_owner.wake_keys(parent), *by_label.wake_keys(parent)], woken)
+    try:
+        await op.process(JOBS, {**job, "metadata": {**job["metadata"], "labels": {}}})  # out of the selection
+        assert woken.is_set()
+    finally:
+        forget()
+    await op.process(EXAMPLES, parent)
+    assert seen == [1] and not released(sent)  # still owned: one object, the deletion waits
