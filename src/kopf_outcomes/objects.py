@@ -69,8 +69,7 @@ declared: set[bool] = set()
 
 def lookup(sources: Iterable[Source], body: Mapping[str, Any], indices: Mapping[str, Any]) -> tuple[ObjectRef, ...]:
     """The objects these sources name for this object now, from Kopf's indices, in a stable order.
-    An object that several sources name is one, with every source's ``fields``: their paths
-    merged and sorted (whatever the order of the sources); one source's keep its order."""
+    An object that several sources name is one, with every source's ``fields`` (:func:`_merged`)."""
     found: dict[tuple[str, str, str], dict[Source, ObjectRef]] = {}  # by identity: fields may hold lists or dicts
     for source in sources:
         for identity, ref in _found(source, body, indices).items():
@@ -79,17 +78,19 @@ def lookup(sources: Iterable[Source], body: Mapping[str, Any], indices: Mapping[
 
 
 def _merged(named: Mapping[Source, ObjectRef]) -> ObjectRef:
-    """One object as several sources see it: the fields of each (by path; the first source by
-    index name decides the rest, so that the order of the sources changes nothing)."""
+    """One object as several sources (in their declared order) see it: the first source's fields
+    in its order, then the paths only later sources name, in theirs. A handler's positional reading
+    of the fields it declared first never depends on how many sources name the object; the others'
+    are read by path (:meth:`ObjectRef.field`)."""
     if len(named) == 1:
         [ref] = named.values()
         return ref
     values: dict[str, object] = {}
-    for source in sorted(named, key=lambda source: source.index):
-        values.update((path, value) for path, value in zip(source.fields, named[source].fields, strict=True)
+    for source, ref in named.items():
+        values.update((path, value) for path, value in zip(source.fields, ref.fields, strict=True)
                       if path not in values)
-    first = named[min(named, key=lambda source: source.index)]
-    return first._replace(fields=tuple(values[path] for path in sorted(values)))
+    first = next(iter(named.values()))
+    return first._replace(fields=tuple(values.values()), paths=tuple(values))
 
 
 def _found(source: Source, body: Mapping[str, Any],

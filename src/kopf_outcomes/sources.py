@@ -31,8 +31,20 @@ class ObjectRef(NamedTuple):
     resource_version: str
     #: Whether it has a deletionTimestamp: going, not gone (for information, not part of the state).
     deleting: bool
-    #: The values of the source's ``fields``, in their order (None where a field is absent).
+    #: The values of the source's ``fields``, in their order (None where a field is absent). Where
+    #: several sources name the object: the first source's, then the paths only later ones name.
     fields: tuple[object, ...] = ()
+    #: The field paths of ``fields``, position by position (canonical: :func:`paths.canonical`).
+    paths: tuple[str, ...] = ()
+
+    def field(self, path: str | Sequence[str]) -> object:
+        """The value of one of the sources' ``fields`` by its path (None where it is absent):
+        ``job.field("status.succeeded")``. KeyError if no source of the object asked for it."""
+        wanted = paths.canonical(path)
+        if wanted not in self.paths:
+            raise KeyError(f"{wanted!r} is not one of the fields of {self.name!r} (its sources ask for "
+                           f"{', '.join(map(repr, self.paths)) or 'none'}): add it to a source's fields=")
+        return self.fields[self.paths.index(wanted)]
 
 
 @dataclass(frozen=True)
@@ -119,7 +131,7 @@ class Source:
         metadata = body.get("metadata") or {}
         ref = ObjectRef(metadata.get("namespace"), str(metadata.get("name", "")), str(metadata.get("uid", "")),
                         str(metadata.get("resourceVersion", "")), metadata.get("deletionTimestamp") is not None,
-                        tuple(paths.resolve(body, path) for path in self.fields))
+                        tuple(paths.resolve(body, path) for path in self.fields), self.fields)
         if self.how == "owned":
             return {str(owner.get("uid")): ref for owner in metadata.get("ownerReferences") or ()
                     if isinstance(owner, Mapping) and owner.get("uid")}

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import kopf_outcomes
-from kopf_outcomes import installation, memory
-from kopf_outcomes._kopf import listing
+from kopf_outcomes import installation, memory, objects
+from kopf_outcomes._kopf import held, listing
 
 
 class Collector(logging.Handler):
@@ -58,6 +58,7 @@ def _no_watchers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where Kopf's watchers watch (``listing``) is module-level: each test starts with none seen."""
     monkeypatch.setattr(listing, "_scopes", {})
     monkeypatch.setattr(listing, "_watching", set())
+    monkeypatch.setattr(listing, "_namespaced", {})
 
 
 @pytest.fixture(autouse=True)
@@ -87,3 +88,11 @@ def fake_apply(installed: object, monkeypatch: pytest.MonkeyPatch) -> list[dict[
     assert installation._patch is not None
     monkeypatch.setattr(installation._patch, "_apply", original)
     return calls
+
+
+@pytest.fixture(autouse=True)
+def _no_last_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What each watched object was last indexed under (``objects._last_keys``) is module-level, by
+    uid: a body of one test must not wake by another test's keys (order-dependent tests)."""
+    monkeypatch.setattr(objects, "_last_keys", type(objects._last_keys)())
+    monkeypatch.setattr(held, "_unseen", set())  # and the resources a shard told about once

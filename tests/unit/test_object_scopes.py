@@ -309,7 +309,7 @@ async def test_two_sources_that_name_one_job_keep_both_fields(
     assert seen == [(None,), (1,)] and outcomes[str(h.id)].final
 
 
-def test_an_object_that_several_sources_name_has_their_fields_sorted_by_path() -> None:
+def test_an_object_that_several_sources_name_has_the_first_sources_fields_first() -> None:
     a = kopf_outcomes.owned("batch/v1", "jobs", fields=["status.succeeded", "metadata.name"])
     b = kopf_outcomes.owned("batch/v1", "jobs", fields=["status.failed", "status.succeeded"])
     parent = body("p")
@@ -319,7 +319,10 @@ def test_an_object_that_several_sources_name_has_their_fields_sorted_by_path() -
     [one] = objects.lookup([a], parent, indices)
     assert one.fields == (1, "j")  # one source: its order, as before
     [ab], [ba] = objects.lookup([a, b], parent, indices), objects.lookup([b, a], parent, indices)
-    assert ab == ba and ab.fields == ("j", 0, 1)  # metadata.name, status.failed, status.succeeded
+    assert ab.fields == (1, "j", 0) and ba.fields == (0, 1, "j")  # the first source's order, then the others' new paths
+    assert ab.field("status.failed") == ba.field(["status", "failed"]) == 0 and ab.field("metadata.name") == "j"
+    with pytest.raises(KeyError, match="status.active"):
+        ab.field("status.active")
 
 
 # --- Issue 43 finding 4: a change wakes only the parents of its own resource ----------------------

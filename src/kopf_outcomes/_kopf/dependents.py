@@ -78,14 +78,23 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
                                     " the same fixed labels in the source (selected(..., labels=...)), or select"
                                     " nothing on the server for that resource.")
             continue
-        outside = [f"{'/'.join(source.resource)} in {where}" for source in sources
-                   if (where := listing.unwatched(source.index, source.namespaces(body)))]
+        outside = {f"{'/'.join(source.resource)} in {where}": fix for source in sources
+                   if (found := listing.unwatched(source.index, source.namespaces(body))) for where, fix in [found]}
         if outside:
             unknown[str(handler.id)] = UNWATCHED_RECHECK
             _refuse(handler, cause, f"{handler} depends on other objects where the operator does not watch them"
                                     f" ({'; '.join(outside)}): they are unknown, not none. It does not run, and its"
-                                    " object keeps its finalizer. Run the operator with a --namespace for that"
-                                    " namespace too, or with --all-namespaces (cluster-wide).")
+                                    f" object keeps its finalizer. {' '.join(dict.fromkeys(outside.values()))}")
+            continue
+        bare = ['/'.join(source.resource) for source in sources if source.how == "referenced"
+                and not (body.get("metadata") or {}).get("namespace") and listing.namespaced(source.index)
+                and any(key.startswith("/") for key in source.keys(body))]
+        if bare:
+            unknown[str(handler.id)] = None  # its next change may name the namespace
+            _refuse(handler, cause, f"{handler} depends on objects that its cluster-scoped object names without a"
+                                    f" namespace ({', '.join(bare)}, namespaced resources): no such object can be"
+                                    " found, which is not none. It does not run, and its object keeps its finalizer."
+                                    " Name them as 'namespace/name' (or {name: ..., namespace: ...}) in the field.")
             continue
         being_listed = listing.unlisted({source.index for source in sources})
         if being_listed:

@@ -54,12 +54,27 @@ sharded: contextvars.ContextVar[bool | None] = contextvars.ContextVar("kopf_outc
 
 def shards_resource(registry: Any, resource: Any) -> bool | None:
     """Whether the declared shard divides this resource: some handler of it that needs Kopf's
-    finalizer filters by the shard's label (no shard: False; unknown: None)."""
+    finalizer filters by the shard's label (no shard: False; unknown: None, refused as sharded,
+    said once per resource where its handlers filter by ``when=``)."""
     if shards.declared is None:
         return False
     if registry is None or resource is None:
         return None
-    return filters_by_label(registry, resource, shards.declared[0])
+    found = filters_by_label(registry, resource, shards.declared[0])
+    if found is None and resource not in _unseen:
+        _unseen.add(resource)
+        label, value = shards.declared
+        _LOGGER.error(
+            f"This operator is the shard {label}={value}, and the handlers of {resource} filter by when= (or a "
+            f"callable label filter) but not by labels={{{label!r}: ...}}: whether they select by the shard cannot "
+            f"be seen, so the finalizer of an object of {resource} with another value of {label!r}, or none, is "
+            f"never removed here (as for a sharded resource). Filter those handlers by "
+            f"labels=kopf_outcomes.shard({label!r}, {value!r}) (or {{{label!r}: {value!r}}}, with when= for the rest); "
+            f"a resource whose handlers do not filter at all is not sharded, and released as stock Kopf releases.")
+    return found
+
+
+_unseen: set[Any] = set()  # the resources whose handlers' shard cannot be seen, told once each
 
 
 def _others(body: Mapping[str, Any]) -> bool:

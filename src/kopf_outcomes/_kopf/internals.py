@@ -201,12 +201,19 @@ def index_ids(registry: Any, resource: Any) -> frozenset[str]:
                      if handler.selector is None or handler.selector.check(resource))
 
 
-def filters_by_label(registry: Any, resource: Any, label: str) -> bool:
+def filters_by_label(registry: Any, resource: Any, label: str) -> bool | None:
     """Whether some handler of this resource that needs Kopf's finalizer (a change handler, a
-    daemon or timer) filters its objects by this label (``labels=``; Kopf's own matching)."""
-    return any(label in (handler.labels or {})
-               for handler in (*registry._changing.get_all_handlers(), *registry._spawning.get_all_handlers())
-               if handler.selector is not None and handler.selector.check(resource))
+    daemon or timer) filters its objects by this label (``labels=``; Kopf's own matching). None
+    where it cannot be seen: no handler names the label, but some filters by ``when=`` or by a
+    callable of another label, which may select by it."""
+    handlers = [handler for handler in (*registry._changing.get_all_handlers(), *registry._spawning.get_all_handlers())
+                if handler.selector is not None and handler.selector.check(resource)]
+    if any(label in (handler.labels or {}) for handler in handlers):
+        return True
+    if any(handler.when is not None or any(callable(value) for value in (handler.labels or {}).values())
+           for handler in handlers):
+        return None
+    return False
 
 
 def resource_deletion_ids(registry: Any, resource: Any) -> frozenset[str]:

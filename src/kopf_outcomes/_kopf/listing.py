@@ -60,6 +60,7 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     _watching.add(True)
     for index_id in own:
         _scopes.setdefault(index_id, set()).add(namespace)
+        _namespaced[index_id] = bool(getattr(resource, "namespaced", True))
     token = next(_tokens)
     _listings[token] = _Listing(ids, what, indexed, toggle)
     try:
@@ -110,16 +111,30 @@ def unlisted(ids: Collection[str]) -> list[str]:
 # vouch for nothing.
 _scopes: dict[str, set[str | None]] = {}
 _watching: set[bool] = set()
+_namespaced: dict[str, bool] = {}  # whether the resource of each watched index is namespaced (Kopf's resource)
 
 
-def unwatched(index: str, namespaces: Collection[str] | None) -> str | None:
-    """Where objects of this index may be that Kopf does not watch (None: it watches them all),
-    of those in ``namespaces`` (None: any namespace; "": cluster-scoped, watched cluster-wide)."""
+def namespaced(index: str) -> bool:
+    """Whether the resource of this index is namespaced, as its watcher said (False where no watcher
+    said it: :func:`unwatched` judges an index watched nowhere)."""
+    return _namespaced.get(index, False)
+
+
+def unwatched(index: str, namespaces: Collection[str] | None) -> tuple[str, str] | None:
+    """Where objects of this index may be that Kopf does not watch, and how to make it watch them
+    (None: it watches them all), of those in ``namespaces`` (None: any namespace; "": cluster-scoped,
+    watched cluster-wide)."""
     scope = _scopes.get(index, set())
     if not _watching or None in scope:
         return None
-    watched = f"watched in {', '.join(map(repr, sorted(filter(None, scope))))}" if scope else "watched nowhere"
+    if not scope:
+        return ("no namespace: no watcher serves the resource", "Its resource is not served or not watched: "
+                "install its CRD, grant the operator 'list' and 'watch' on it (RBAC), or remove that source.")
+    watched = f"watched in {', '.join(map(repr, sorted(filter(None, scope))))}"
     if namespaces is None:
-        return f"any namespace ({watched})"
+        return (f"any namespace ({watched})", "A cluster-scoped object's children and selections may be in "
+                "any namespace: run the operator cluster-wide (--all-namespaces), or depend on them from a "
+                "namespaced object.")
     missing = [namespace for namespace in namespaces if namespace and namespace not in scope]
-    return f"namespace {', '.join(map(repr, missing))} ({watched})" if missing else None
+    return (f"namespace {', '.join(map(repr, missing))} ({watched})", "Run the operator with a --namespace for that "
+            "namespace too, or with --all-namespaces (cluster-wide).") if missing else None
