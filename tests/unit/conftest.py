@@ -59,6 +59,9 @@ def _no_watchers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(listing, "_scopes", {})
     monkeypatch.setattr(listing, "_watching", set())
     monkeypatch.setattr(listing, "_namespaced", {})
+    monkeypatch.setattr(listing, "_resources", {})
+    monkeypatch.setattr(listing, "_ended", {})
+    monkeypatch.setattr(listing, "_insights", [])
 
 
 @pytest.fixture(autouse=True)

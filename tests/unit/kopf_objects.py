@@ -21,7 +21,7 @@ from kopf._cogs.structs import bodies, ephemera, patches, references
 from kopf._core.actions import application, execution, lifecycles, progression
 from kopf._core.engines import activities, admission, daemons, indexing
 from kopf._core.intents import causes, registries, stoppers
-from kopf._core.reactor import inventory, processing, queueing
+from kopf._core.reactor import inventory, observation, processing, queueing
 
 __all__ = [
     "RESOURCE",
@@ -29,6 +29,7 @@ __all__ = [
     "admission",
     "api",
     "inventory",
+    "observation",
     "aiotoggles",
     "api_errors",
     "forbidden",

@@ -127,18 +127,26 @@ class Operator:
         self.indexers = indexing.OperatorIndexers()
         self.indexers.ensure(registry._indexing.get_all_handlers())
         self.memories = inventory.ResourceMemories()
+        self.watchers: list[asyncio.Task[None]] = []
 
-    async def watch(self, resource: Any, namespace: str | None) -> None:
-        """Kopf's watcher of the resource in a namespace (None: cluster-wide), its listing over."""
+    async def watch(self, resource: Any, namespace: str | None, *, end: bool = False) -> None:
+        """Kopf's watcher of the resource in a namespace (None: cluster-wide), its listing over; it
+        keeps watching until the test ends, or ends now (``end``: Kopf saw the namespace go)."""
         indexed = aiotoggles.ToggleSet(all)
         toggle = await indexed.make_toggle(name=f"{resource.plural}@{namespace}")
+        listed = asyncio.Event()
 
         async def original(**_: Any) -> None:
             await indexed.drop_toggle(toggle)
+            listed.set()
+            if not end:
+                await asyncio.Event().wait()  # watching: cancelled when the test's loop closes
 
-        await listing.watched(original, dict(
+        watcher = asyncio.create_task(listing.watched(original, dict(
             resource=resource, namespace=namespace, settings=self.settings, operator_indexed=indexed,
-            resource_indexed=toggle, processor=functools.partial(print, registry=self.registry)))
+            resource_indexed=toggle, processor=functools.partial(print, registry=self.registry))))
+        self.watchers.append(watcher)
+        await (watcher if end else listed.wait())
 
     async def process(self, resource: Any, obj: Mapping[str, Any], event: str = "MODIFIED") -> None:
         _current[0] = obj

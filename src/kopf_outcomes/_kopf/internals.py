@@ -44,7 +44,7 @@ from kopf._core.actions.progression import HandlerState
 from kopf._core.engines import indexing
 from kopf._core.intents import causes
 from kopf._core.intents.handlers import TimerHandler
-from kopf._core.reactor import queueing
+from kopf._core.reactor import observation, queueing
 
 from kopf_outcomes import misuse
 from kopf_outcomes.errors import UnsupportedKopfError
@@ -61,7 +61,8 @@ __all__ = [
     "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label",
     "finalizers",
     "handler_var", "indexing", "kind_of", "patches",
-    "no_extra_context", "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
+    "no_extra_context", "observation",
+    "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
     "registered_ids", "resource_deletion_ids", "runtime_of", "subsettings_var", "watching", "with_outcomes",
 ]
 

@@ -9,6 +9,12 @@ watcher stops asking once the operator was indexed): a cluster-scoped parent of 
 new namespace, a reference into it. ``dependents.take`` holds those handlers while
 :func:`unlisted` names a listing still under way.
 
+A namespace's watcher ends when Kopf sees the namespace go (or the resource): its objects are
+gone, none is the truth there, until Kopf sees a namespace of that name again (its namespace
+observer's insights): from then until a new watcher has listed it, its objects are unknown.
+Where Kopf's view of the namespaces is not known, an ended namespace is unknown too (held,
+looked at again every minute).
+
 Where Kopf does not watch the resource at all (a namespace outside ``--namespace``: a reference
 into it, the children of a cluster-scoped object there), its objects are unknown too:
 :func:`unwatched` names it, and ``dependents.take`` holds those handlers.
@@ -60,7 +66,9 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     _watching.add(True)
     for index_id in own:
         _scopes.setdefault(index_id, set()).add(namespace)
+        _ended.get(index_id, set()).discard(namespace)
         _namespaced[index_id] = bool(getattr(resource, "namespaced", True))
+        _resources[index_id] = resource
     token = next(_tokens)
     _listings[token] = _Listing(ids, what, indexed, toggle)
     try:
@@ -71,6 +79,19 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
         raise
     finally:
         _listings.pop(token, None)
+        if namespace is not None:  # a namespace's watcher: the namespace (or the resource) went
+            for index_id in own:
+                _ended.setdefault(index_id, set()).add(namespace)
+
+
+def wrap_revise_namespaces(original: Callable[..., None]) -> Callable[..., None]:
+    """Kopf's revision of the namespaces that exist (its namespace observer), known here."""
+    def revise_namespaces(*args: Any, **kwargs: Any) -> None:
+        insights = kwargs.get("insights")
+        if insights is not None:
+            _insights[:] = [insights]
+        return original(*args, **kwargs)
+    return revise_namespaces
 
 
 def own_indices(registry: Any, resource: Any) -> frozenset[str] | None:
@@ -112,6 +133,19 @@ def unlisted(ids: Collection[str]) -> list[str]:
 _scopes: dict[str, set[str | None]] = {}
 _watching: set[bool] = set()
 _namespaced: dict[str, bool] = {}  # whether the resource of each watched index is namespaced (Kopf's resource)
+_resources: dict[str, Any] = {}  # the resource of each watched index (Kopf's)
+_ended: dict[str, set[str]] = {}  # the namespaces whose watcher of each index ended, not started again
+_insights: list[Any] = []  # Kopf's insights (its namespaces, its watched resources), once it revised them
+
+
+def _gone(index: str, namespace: str) -> bool:
+    """Whether the namespace whose watcher of this index ended is known gone, or the resource is:
+    Kopf's insights no longer have it (unknown without them)."""
+    if not _insights:
+        return False
+    insights = _insights[0]
+    return (namespace not in getattr(insights, "namespaces", {namespace})
+            or _resources.get(index) not in getattr(insights, "watched_resources", {_resources.get(index)}))
 
 
 def namespaced(index: str) -> bool:
@@ -136,5 +170,11 @@ def unwatched(index: str, namespaces: Collection[str] | None) -> tuple[str, str]
                 "any namespace: run the operator cluster-wide (--all-namespaces), or depend on them from a "
                 "namespaced object.")
     missing = [namespace for namespace in namespaces if namespace and namespace not in scope]
-    return (f"namespace {', '.join(map(repr, missing))} ({watched})", "Run the operator with a --namespace for that "
-            "namespace too, or with --all-namespaces (cluster-wide).") if missing else None
+    if missing:
+        return (f"namespace {', '.join(map(repr, missing))} ({watched})", "Run the operator with a --namespace for "
+                "that namespace too, or with --all-namespaces (cluster-wide).")
+    back = [namespace for namespace in namespaces if namespace in _ended.get(index, ()) and not _gone(index, namespace)]
+    if back:
+        return (f"namespace {', '.join(map(repr, back))} (its watcher ended: the namespace exists again, or may)",
+                "Kopf starts a new watcher when it sees the namespace; this is looked at again every minute.")
+    return None

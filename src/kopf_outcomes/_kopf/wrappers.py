@@ -17,6 +17,8 @@ decide stays Kopf's own.
   objects it still sends: a recheck asks no LIST (:class:`.selection.Listings`).
 - ``indexing.index_resource`` — a watched object's change wakes the parents that wait on it as soon
   as Kopf's indices know it (:mod:`.indexed`), not after the object's own handlers.
+- ``observation.revise_namespaces`` — only to know Kopf's view of the namespaces that exist
+  (:mod:`.listing`: a namespace whose watcher ended is gone, or back and not listed yet).
 - ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
 - ``patches.Patch.as_json_patch`` — no copy and diff of a body for a declared shard's refused
   removal of the finalizer of another shard's object (:mod:`.held`).
@@ -29,9 +31,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import delays, held, indexed, kopf_runs, requeue
+from kopf_outcomes._kopf import delays, held, indexed, kopf_runs, listing, requeue
 from kopf_outcomes._kopf.handler_run import Runs
-from kopf_outcomes._kopf.internals import application, execution, finalizers, indexing, patches, queueing, watching
+from kopf_outcomes._kopf.internals import (
+    application,
+    execution,
+    finalizers,
+    indexing,
+    observation,
+    patches,
+    queueing,
+    watching,
+)
 from kopf_outcomes._kopf.reaction import Reactions
 from kopf_outcomes.manager import PluginManager
 
@@ -52,6 +63,7 @@ class Wrappers:
             (queueing, "watcher"): queueing.watcher,
             (indexing, "index_resource"): indexing.index_resource,
             (watching, "infinite_watch"): watching.infinite_watch,
+            (observation, "revise_namespaces"): observation.revise_namespaces,
             (finalizers, "allow_deletion"): finalizers.allow_deletion,
             (patches.Patch, "as_json_patch"): patches.Patch.as_json_patch,
         }
@@ -67,6 +79,7 @@ class Wrappers:
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
         self.index_resource = indexed.wrap(indexing.index_resource)  # parents woken when the index knows
         self.infinite_watch = requeue.wrap_watch(watching.infinite_watch)  # what a selected watch still sends
+        self.revise_namespaces = listing.wrap_revise_namespaces(observation.revise_namespaces)
         self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
         self.as_json_patch = held.wrap_json_patch(patches.Patch.as_json_patch)  # another shard's: no diff
 
