@@ -443,6 +443,30 @@ async def test_a_woken_parent_runs_its_sub_handlers_afresh(
     assert runs.count("parent") == 2 and runs.count("child") == 2 and not server.finalized, runs
 
 
+async def test_a_permanently_failed_remembered_handler_is_not_resurrected_by_a_change(
+        server: Aging, tmp_path: Any, unpatched: None) -> None:
+    """Guard, finding 7: afresh is for a handler that finished well; one that failed for good
+    (released as stock) stays failed when a change wakes its remembered sibling."""
+    runs: list[str] = []
+
+    def gone(**_: Any) -> None:
+        runs.append("gone")
+        raise kopf.PermanentError("the backend refuses")
+
+    def waits(spec: Any, **_: Any) -> Any:
+        runs.append("waits")
+        return True if spec.get("ready") else kopf_outcomes.Pending("waiting for spec.ready")
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete("kopf.dev", "v1", "kopfexamples", registry=registry, id="gone", backoff=0.01)(gone)
+    kopf.on.delete("kopf.dev", "v1", "kopfexamples", registry=registry, id="waits", backoff=0.01)(waits)
+    for _ in installed(tmp_path, "remember = true\n"):
+        await server.run(registry, count=3)
+        assert server.finalized and runs.count("gone") == 1, runs
+        server.body["spec"]["ready"] = True
+        await server.run(registry, count=4)
+    assert runs.count("gone") == 1 and not server.finalized, runs
+
+
 # --- owned_fields ---------------------------------------------------------------------------------
 
 
