@@ -467,6 +467,24 @@ async def test_a_permanently_failed_remembered_handler_is_not_resurrected_by_a_c
     assert runs.count("gone") == 1 and not server.finalized, runs
 
 
+@pytest.mark.parametrize("name", ["gone", "*"])
+async def test_a_persons_release_of_a_retained_handler_is_not_held_by_a_plugin_down_after_a_restart(
+        name: str, server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Guard ("a person's release annotation is not held"): retained while the plugin answered;
+    after a restart the plugin is down, and a person releases the object."""
+    def gone(**_: Any) -> None:
+        raise kopf.PermanentError("the backend refuses")
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete("kopf.dev", "v1", "kopfexamples", registry=registry, id="gone", backoff=0.01)(gone)
+    for _ in installed(tmp_path, "", Flaky(HandlerOptions(fatal_on_delete="retain"), broken=False)):
+        await server.run(registry, count=3)
+    assert server.finalized and "retained" in json.dumps(server.body)
+    server.body["metadata"].setdefault("annotations", {})["outcomes.kopf.zalando.org/release"] = name
+    for _ in installed(tmp_path, "", Flaky(HandlerOptions(fatal_on_delete="retain"), broken=True)):
+        await server.run(registry, count=4)
+    assert not server.finalized, errors_of(caplog)[-2:]
+
+
 # --- owned_fields ---------------------------------------------------------------------------------
 
 
