@@ -355,6 +355,35 @@ async def test_a_grandchild_under_a_fault_holds_then_releases_once_fixed(
     assert not server.finalized
 
 
+class ChildrenFail(Flaky):
+    """Answers for top-level handlers; its store for sub-handlers (ids with a "/": a cache miss
+    after the parent's options were read and cached) is down."""
+
+    def kopf_outcomes_handler_options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions | None:
+        if "/" in handler_id and self.broken:
+            raise RuntimeError("options store unreachable")
+        return self.options
+    kopf_outcomes_handler_options = hookimpl(kopf_outcomes_handler_options)
+
+
+async def test_a_fault_on_a_sub_handlers_options_only_holds_the_parent(
+        server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Guard: the parent's options were read well (cached); the child's are a miss that fails; the
+    child succeeds but is held, so the parent must not succeed and release; once fixed, released."""
+    def child(**_: Any) -> None:
+        return None
+
+    def parent(**_: Any) -> None:
+        kopf.register(fn=child, id="child", backoff=0.01)
+    plugin = ChildrenFail(HandlerOptions())
+    for _ in installed(tmp_path, "", plugin):
+        await server.run(on_delete(parent), count=5)
+        assert server.finalized and any("held:" in e and "/child" in e for e in errors_of(caplog))
+        plugin.broken = False
+        await server.run(on_delete(parent), count=5)
+    assert not server.finalized
+
+
 # --- wrong field types from a plugin -------------------------------------------------------------
 
 
