@@ -10,6 +10,7 @@ import asyncio
 import copy
 import datetime
 import json
+import logging
 from collections.abc import Generator
 from typing import Any
 
@@ -20,7 +21,7 @@ from kopf._cogs.structs import ephemera
 from kopf._core.reactor import inventory, processing
 
 import kopf_outcomes
-from kopf_outcomes import Fatal, HandlerOptions, ResourceRef, hookimpl
+from kopf_outcomes import Fatal, HandlerOptions, ResourceRef, engine, hookimpl
 from tests.unit.test_fail_closed import NO_THROTTLING, RESOURCE, FailingOptions, Server, installed, on_delete
 
 
@@ -541,8 +542,6 @@ class OwnsConditions:
                                        "'no answer', dropped before) as wrong: an ERROR every call, never cached")
 def test_an_owned_fields_plugin_answering_none_is_not_a_failure(tmp_path: Any, unpatched: None,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
-    from kopf_outcomes import engine
-    import logging
     for plugins in installed(tmp_path, "", NoOwnedFields()):
         assert engine.owned_fields(plugins, logging.getLogger("review")) == ()
     assert not errors_of(caplog), errors_of(caplog)
@@ -551,8 +550,6 @@ def test_an_owned_fields_plugin_answering_none_is_not_a_failure(tmp_path: Any, u
 def test_a_raising_owned_fields_plugin_leaves_the_others_fields(tmp_path: Any, unpatched: None,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     """Guard (containment): only the failing plugin's fields are missing, and it is named."""
-    from kopf_outcomes import engine
-    import logging
     for plugins in installed(tmp_path, "", OwnsConditions(), RaisingOwnedFields()):
         assert engine.owned_fields(plugins, logging.getLogger("review")) == (("status", "conditions"),)
     assert any("RaisingOwnedFields" in e and "owned_fields" in e for e in errors_of(caplog)), errors_of(caplog)
