@@ -205,6 +205,35 @@ async def test_a_raising_adjust_outcome_plugin_never_releases_a_not_done_deletio
     assert server.finalized
 
 
+ESCALATE = 'escalate = [{ after_tries = 3, outcome = "fatal" }]\n'
+
+
+async def test_control_pending_runs_do_not_reach_a_policys_after_tries_escalation(
+        server: Aging, tmp_path: Any, unpatched: None) -> None:
+    """The control: six runs of a "not done" under explicit_completion, the plugin answering: kept."""
+    def not_done(**_: Any) -> bool:
+        return False
+    for _ in installed(tmp_path, ESCALATE, Flaky(HandlerOptions(explicit_completion=True), broken=False)):
+        await server.run(on_delete(not_done), count=6)
+    assert server.finalized
+
+
+@pytest.mark.xfail(strict=True, reason="holds count as tries for a policy's after_tries fatal step: once the plugin "
+                                       "answers, a 'not done' is escalated to Fatal at once and released")
+async def test_holds_do_not_count_towards_a_policys_after_tries_escalation(
+        server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
+    """The same six runs, the first four held while the plugin was down."""
+    def not_done(**_: Any) -> bool:
+        return False
+    plugin = Flaky(HandlerOptions(explicit_completion=True))
+    for _ in installed(tmp_path, ESCALATE, plugin):
+        await server.run(on_delete(not_done), count=4)
+        assert server.finalized
+        plugin.broken = False
+        await server.run(on_delete(not_done), count=2)
+    assert server.finalized, errors_of(caplog)[-1:]
+
+
 # --- wrappers and pluggy's call monitoring -------------------------------------------------------
 
 
