@@ -457,6 +457,35 @@ async def test_control_a_plugins_boolean_explicit_completion_keeps_a_not_done(
     assert server.finalized
 
 
+class ForgedOptions:
+    """A broken plugin: answers HandlerOptions whose value it changed after the check (a frozen
+    dataclass, forced): the answer passes the type check, its value does not."""
+
+    @hookimpl
+    def kopf_outcomes_handler_options(self, handler_id: str, resource: ResourceRef | None) -> HandlerOptions:
+        options = HandlerOptions()
+        object.__setattr__(options, "fatal_on_delete", "RETAIN")
+        return options
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="not contained: the merge in PluginManager.options re-checks the forged value and raises "
+                          "outside the per-plugin guard, and engine.options no longer guards it: the ValueError "
+                          "escapes process_resource_event (a regression; before, contained but released)")
+async def test_a_plugins_options_forged_past_their_check_are_contained_and_hold(
+        server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Containment: the merge re-checks the value and raises outside the per-plugin guard. Nothing
+    may escape Kopf's processing, and the deletion must be held (the plugin's options are unread)."""
+    runs: list[int] = []
+
+    def gone(**_: Any) -> None:
+        runs.append(1)
+        raise kopf.PermanentError("the backend refuses")
+    for _ in installed(tmp_path, "", ForgedOptions()):
+        await server.run(on_delete(gone, retries=3), count=6)
+    assert server.finalized, errors_of(caplog)[-2:]
+
+
 # --- kinds that cannot wait ----------------------------------------------------------------------
 
 
