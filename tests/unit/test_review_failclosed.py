@@ -11,7 +11,7 @@ import copy
 import datetime
 import json
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import kopf
@@ -22,7 +22,12 @@ from kopf._core.reactor import inventory, processing
 
 import kopf_outcomes
 from kopf_outcomes import Fatal, HandlerOptions, ResourceRef, engine, hookimpl
+from kopf_outcomes.manager import PluginManager
+from tests.unit.kopf_objects import cause_of, handler_of, run_handlers
 from tests.unit.test_fail_closed import NO_THROTTLING, RESOURCE, FailingOptions, Server, installed, on_delete
+from tests.unit.test_objects_safety import CHILD, index_of
+from tests.unit.test_objects_safety import installed as objects_installed  # noqa: F401  # a fixture
+from tests.unit.test_patched_execution import BODY
 
 
 class Aging(Server):
@@ -611,3 +616,34 @@ def test_a_raising_owned_fields_plugin_leaves_the_others_fields(tmp_path: Any, u
     for plugins in installed(tmp_path, "", OwnsConditions(), RaisingOwnedFields()):
         assert engine.owned_fields(plugins, logging.getLogger("review")) == (("status", "conditions"),)
     assert any("RaisingOwnedFields" in e and "owned_fields" in e for e in errors_of(caplog)), errors_of(caplog)
+
+
+# --- unknown objects: uses that bypass the overridden methods ------------------------------------
+
+UNKNOWN_USES: dict[str, Callable[[Any], object]] = {
+    "json.dumps": json.dumps,  # C code that could take a tuple's items without __iter__: it does not
+    "str.join": ", ".join,
+    "set()": set,
+    "sorted()": sorted,
+    "any()": any,
+}
+
+
+@pytest.mark.parametrize("use", UNKNOWN_USES)
+async def test_unknown_objects_raise_in_c_code_and_builtins_too(
+        use: str, objects_installed: PluginManager, logger: logging.Logger) -> None:  # noqa: F811
+    source = kopf_outcomes.owned("v1", "configmaps")
+    seen: list[object] = []
+
+    @kopf_outcomes.depends_on_objects(source, registry=kopf.OperatorRegistry())
+    async def fn(**_: Any) -> None:
+        try:
+            seen.append(UNKNOWN_USES[use](kopf_outcomes.recall().objects))
+        except kopf_outcomes.ObjectsUnknownError as e:
+            seen.append(e)
+
+    h = handler_of("timer", fn)
+    cause = cause_of("timer", BODY, logger)
+    cause.indices = index_of(source, CHILD)
+    await run_handlers([h], cause)
+    assert isinstance(seen[0], kopf_outcomes.ObjectsUnknownError), f"{use} answered {seen[0]!r}"
