@@ -473,10 +473,11 @@ class ForgedOptions:
         return options
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
+@pytest.mark.xfail(strict=True,
                    reason="not contained: the merge in PluginManager.options re-checks the forged value and raises "
                           "outside the per-plugin guard, and engine.options no longer guards it: the ValueError "
-                          "escapes process_resource_event (a regression; before, contained but released)")
+                          "leaves our code, to Kopf's unexpected-error throttling (or out of process_resource_event "
+                          "where throttling is off), the plugin unnamed (a regression; before: contained, released)")
 async def test_a_plugins_options_forged_past_their_check_are_contained_and_hold(
         server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
     """Containment: the merge re-checks the value and raises outside the per-plugin guard. Nothing
@@ -486,9 +487,15 @@ async def test_a_plugins_options_forged_past_their_check_are_contained_and_hold(
     def gone(**_: Any) -> None:
         runs.append(1)
         raise kopf.PermanentError("the backend refuses")
+    escaped: list[BaseException] = []
     for _ in installed(tmp_path, "", ForgedOptions()):
-        await server.run(on_delete(gone, retries=3), count=6)
-    assert server.finalized, errors_of(caplog)[-2:]
+        try:
+            await server.run(on_delete(gone, retries=3), count=6)
+        except ValueError as e:
+            escaped.append(e)
+    errors = errors_of(caplog)
+    assert not escaped and not any("unexpected error" in e for e in errors), (escaped, errors[-1:])
+    assert server.finalized and any("ForgedOptions" in e for e in errors), errors[-2:]
 
 
 # --- kinds that cannot wait ----------------------------------------------------------------------
