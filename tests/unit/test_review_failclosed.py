@@ -90,8 +90,6 @@ def errors_of(caplog: pytest.LogCaptureFixture) -> list[str]:
 # --- retries= / timeout= spent while held -----------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="holds count against Kopf's retries=: once the plugin answers, Kopf's "
-                                       "pre-run check fails the handler unrun and (explicit_completion) releases")
 async def test_retries_spent_while_held_do_not_release_once_the_plugin_answers(
         server: Aging, tmp_path: Any, unpatched: None) -> None:
     """The plugin says explicit_completion; the handler says "not done" (False). While the plugin
@@ -112,8 +110,6 @@ async def test_retries_spent_while_held_do_not_release_once_the_plugin_answers(
     assert server.finalized and len(runs) > held, (len(runs), held)
 
 
-@pytest.mark.xfail(strict=True, reason="holds count against Kopf's retries=: once the plugin answers, a handler "
-                                       "that now succeeds is failed unrun and retained (stranded)")
 async def test_retries_spent_while_held_do_not_strand_a_handler_that_now_succeeds(
         server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
     runs: list[int] = []
@@ -129,8 +125,6 @@ async def test_retries_spent_while_held_do_not_strand_a_handler_that_now_succeed
     assert not server.finalized, errors_of(caplog)[-3:]
 
 
-@pytest.mark.xfail(strict=True, reason="holds count against Kopf's timeout=: held longer than timeout=, the "
-                                       "handler is failed unrun once the plugin answers, and retained (stranded)")
 async def test_a_hold_longer_than_the_timeout_does_not_strand_a_handler_that_now_succeeds(
         server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
     runs: list[int] = []
@@ -197,8 +191,6 @@ class RaisingAdjuster:
         raise RuntimeError("adjuster broken")
 
 
-@pytest.mark.xfail(strict=True, reason="a contained plugin failure (PluginFailure) is counted by Kopf's retries=: "
-                                       "after retries= holds Kopf fails the handler unrun and releases a 'not done'")
 async def test_a_raising_adjust_outcome_plugin_never_releases_a_not_done_deletion_under_retries(
         server: Aging, tmp_path: Any, unpatched: None) -> None:
     """The same counting outside options: PluginFailure says "never turned into a failure by the
@@ -223,8 +215,6 @@ async def test_control_pending_runs_do_not_reach_a_policys_after_tries_escalatio
     assert server.finalized
 
 
-@pytest.mark.xfail(strict=True, reason="holds count as tries for a policy's after_tries fatal step: once the plugin "
-                                       "answers, a 'not done' is escalated to Fatal at once and released")
 async def test_holds_do_not_count_towards_a_policys_after_tries_escalation(
         server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
     """The same six runs, the first four held while the plugin was down."""

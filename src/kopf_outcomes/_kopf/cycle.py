@@ -40,7 +40,7 @@ from kopf_outcomes._kopf.internals import (
     subsettings_var,
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
-from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
+from kopf_outcomes._kopf.marks import HELD_MARK, PARKED_MARK, RETAINED_MARK
 from kopf_outcomes._kopf.states import digest, recorded_scope, remembered, scope_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
@@ -196,6 +196,12 @@ def is_parked(state: HandlerState, marks: tuple[str, ...] = (PARKED_MARK, RETAIN
     """Parked by us: marked so in Kopf's own progress, and not finished."""
     message = state.message
     return message.__class__ is str and message.endswith(marks) and not state.finished
+
+
+def is_held(state: HandlerState) -> bool:
+    """Its last run was held by us (a fault, not the handler's): marked so in Kopf's progress."""
+    message = state.message
+    return message.__class__ is str and message.endswith(HELD_MARK) and not state.finished
 
 
 def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> MemoryRecord | None:
