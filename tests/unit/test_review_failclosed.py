@@ -252,9 +252,6 @@ class WrongWrapper:
         return [*result, {"fatal_on_delete": "retain"}]
 
 
-@pytest.mark.xfail(strict=True, reason="a failing hook wrapper is dropped silently: the per-plugin pass skips "
-                                       "wrappers, no failure is named, the options are cached as read; "
-                                       "a PermanentError releases")
 @pytest.mark.parametrize("wrapper", [RaisingWrapper, WrongWrapper])
 async def test_a_failing_options_wrapper_holds_the_finalizer(
         wrapper: type, server: Aging, tmp_path: Any, unpatched: None) -> None:
@@ -283,9 +280,6 @@ async def test_control_a_working_wrapper_gives_retain(server: Aging, tmp_path: A
     assert server.finalized
 
 
-@pytest.mark.xfail(strict=True, reason="another plugin's one failure sends the call to the per-plugin pass, which "
-                                       "skips wrappers and, the plugin answering now, caches options without the "
-                                       "wrapper's retain for good: a PermanentError releases")
 async def test_a_transient_failure_beside_a_working_wrapper_keeps_the_wrappers_options(
         server: Aging, tmp_path: Any, unpatched: None) -> None:
     def gone(**_: Any) -> None:
@@ -432,8 +426,6 @@ async def test_a_plugins_bad_fatal_on_delete_holds(server: Aging, tmp_path: Any,
     assert any("failed in kopf_outcomes_handler_options" in e for e in errors_of(caplog))
 
 
-@pytest.mark.xfail(strict=True, reason="HandlerOptions does not check explicit_completion's type: a plugin's "
-                                       "explicit_completion='' reads as off, and a 'not done' False releases")
 async def test_a_plugins_non_boolean_explicit_completion_does_not_release(
         server: Aging, tmp_path: Any, unpatched: None) -> None:
     def not_done(**_: Any) -> bool:
@@ -463,11 +455,6 @@ class ForgedOptions:
         return options
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="not contained: the merge in PluginManager.options re-checks the forged value and raises "
-                          "outside the per-plugin guard, and engine.options no longer guards it: the ValueError "
-                          "leaves our code, to Kopf's unexpected-error throttling (or out of process_resource_event "
-                          "where throttling is off), the plugin unnamed (a regression; before: contained, released)")
 async def test_a_plugins_options_forged_past_their_check_are_contained_and_hold(
         server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
     """Containment: the merge re-checks the value and raises outside the per-plugin guard. Nothing
@@ -598,8 +585,6 @@ class OwnsConditions:
         return ["status.conditions"]
 
 
-@pytest.mark.xfail(strict=True, reason="owned_fields asks each plugin on its own and reads a None answer (pluggy's "
-                                       "'no answer', dropped before) as wrong: an ERROR every call, never cached")
 def test_an_owned_fields_plugin_answering_none_is_not_a_failure(tmp_path: Any, unpatched: None,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     for plugins in installed(tmp_path, "", NoOwnedFields()):
