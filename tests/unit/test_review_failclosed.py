@@ -629,3 +629,21 @@ async def test_unknown_objects_raise_in_c_code_and_builtins_too(
     cause.indices = index_of(source, CHILD)
     await run_handlers([h], cause)
     assert isinstance(seen[0], kopf_outcomes.ObjectsUnknownError), f"{use} answered {seen[0]!r}"
+
+
+async def test_a_held_sub_handler_spends_none_of_its_parents_retries(
+        server: Aging, tmp_path: Any, unpatched: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Kopf counts a parent's run as a retry while a child is unfinished: a child held (its options
+    unread) must not let the parent's ``retries=`` run out, fail it and release the finalizer."""
+    def child(**_: Any) -> None:
+        return None
+
+    def parent(**_: Any) -> None:
+        kopf.register(fn=child, id="child", backoff=0.01)
+    plugin = ChildrenFail(HandlerOptions())
+    for _ in installed(tmp_path, "", plugin):
+        await server.run(on_delete(parent, retries=2), count=5)
+        assert server.finalized, errors_of(caplog)[-2:]
+        plugin.broken = False
+        await server.run(on_delete(parent, retries=2), count=5)
+    assert not server.finalized and not any("exceeded" in e for e in errors_of(caplog)), errors_of(caplog)[-2:]
