@@ -7,6 +7,7 @@ are asked one plugin at a time in the first place: :meth:`PluginManager.answers`
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pluggy
@@ -19,6 +20,12 @@ UNKNOWN = "unknown plugin"
 
 def not_options(answer: object) -> bool:
     return answer is not None and not isinstance(answer, HandlerOptions)
+
+
+def rechecked(answer: object) -> object:
+    """Options checked again as they are now (a plugin may have changed a frozen answer past its
+    check, or kept it and changed it later); anything else as it is, to be refused."""
+    return dataclasses.replace(answer) if isinstance(answer, HandlerOptions) else answer
 
 
 def listed(answer: Any) -> object:

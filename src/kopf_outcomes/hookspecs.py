@@ -50,8 +50,9 @@ def kopf_outcomes_handler_options(handler_id: str, resource: ResourceRef | None)
     Called once per handler id and resource kind; the answer is cached for the process.
     All answers are merged field by field; the first plugin to set a field wins
     (options from :func:`kopf_outcomes.handler_options` come first, then policies).
-    A plugin that raises or answers wrongly is left out (only it, asked again next time), and a
-    deletion handler whose options it did not give holds its finalizer (docs: safety, fail closed).
+    A plugin that raises or answers wrongly (options whose values fail their check included) is
+    left out (only it, asked again next time), and a deletion handler whose options it did not give
+    holds its finalizer (docs: safety, fail closed). A hook wrapper that fails is left out likewise.
 
     :param handler_id: Kopf's handler id, e.g. ``"delete_fn"`` or ``"create_fn/sub1"``.
     :param resource: the resource kind, or None for handlers not bound to one (activities).

@@ -197,10 +197,9 @@ class PluginManager(pluggy.PluginManager):
             pass
         failures: list[str] = []
         merged = HandlerOptions()
-        for answer in self.answers("kopf_outcomes_handler_options", answers.not_options,
-                                   "HandlerOptions or None", failures, handler_id=handler_id, resource=resource):
-            if answer is not None:
-                merged = merged.merged(cast(HandlerOptions, answer))
+        for answer in self.answers("kopf_outcomes_handler_options", answers.not_options, "HandlerOptions or None",
+                                   failures, answers.rechecked, handler_id=handler_id, resource=resource):
+            merged = merged.merged(cast(HandlerOptions, answer))
         if failures:
             return unread(merged, failures)
         self._options[key] = merged
@@ -222,27 +221,37 @@ class PluginManager(pluggy.PluginManager):
     def answers(self, hook_name: str, wrong: Callable[[object], bool], expected: str, failures: list[str],
                 shaped: Callable[[object], object] = lambda answer: answer, **kwargs: object) -> list[object]:
         """
-        An informing hook's answers (each ``shaped``), in pluggy's order, each plugin asked on its
-        own, so that a failure is the failing plugin's alone: it is left out and named in
-        ``failures`` (one line each). Wrappers, or pluggy's call monitoring, need pluggy's own
-        call: the whole call, and only where that fails, each plugin on its own.
+        An informing hook's answers (each ``shaped``; None is pluggy's "no answer": left out), in
+        pluggy's order, each plugin asked on its own, so that a failure is the failing plugin's
+        alone: it is left out and named in ``failures`` (one line each). Wrappers, or pluggy's call
+        monitoring, need pluggy's own call: the whole call, and only where that fails, each plugin
+        on its own; the wrappers cannot be asked so, and what they would add is then missing too.
         """
         caller = getattr(self.hook, hook_name)
         impls = caller.get_hookimpls()
-        if self._monitored or any(impl.wrapper or impl.hookwrapper for impl in impls):
+        wrappers = [self.get_name(impl.plugin) or "?" for impl in impls if impl.wrapper or impl.hookwrapper]
+        if self._monitored or wrappers:
             try:
                 found = [shaped(answer) for answer in caller(**kwargs)]
-                if not any(wrong(answer) for answer in found):
+                wrongly = [answer for answer in found if wrong(answer)]
+                if not wrongly:
                     return found
-            except BaseException:  # noqa: B036 -- asked again one by one, to name the plugin
-                pass
+                failed = f"it answered {wrongly[0]!r}, expected {expected}"
+            except BaseException as e:  # noqa: B036 -- asked again one by one, to name the plugin
+                failed = f"{type(e).__name__}: {e}"
+            if wrappers:
+                failures.append(f"plugin {' or '.join(map(repr, wrappers))} (a hook wrapper) failed in "
+                                f"{hook_name}, or a plugin it wraps did: {failed}; what it adds is left out")
         found = []
         for impl in reversed(impls):  # pluggy's order: the last registered first
             if impl.wrapper or impl.hookwrapper:
                 continue
             name = self.get_name(impl.plugin) or "?"
             try:
-                answer = shaped(impl.function(*[kwargs[argument] for argument in impl.argnames]))
+                answer = impl.function(*[kwargs[argument] for argument in impl.argnames])
+                if answer is None:
+                    continue
+                answer = shaped(answer)
             except BaseException as e:  # noqa: B036 -- a plugin's fault is contained where it is called
                 failures.append(f"plugin {name!r} failed in {hook_name}: {type(e).__name__}: {e}")
                 continue

@@ -21,6 +21,7 @@ _ATTRIBUTE = "__kopf_outcomes_options__"
 
 FnT = TypeVar("FnT", bound=Callable[..., object])
 PATH_OPTIONS = ("depends_on", "ignore")  # the options that are field paths
+FLAG_OPTIONS = ("explicit_completion", "remember")  # the options that are on or off
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +30,8 @@ class HandlerOptions:
     How our engine treats one handler. ``None`` means "not set here": the next source
     (policy, then the defaults) decides.
 
-    - ``explicit_completion``: ``True`` → Success, ``False`` → Pending, anything else is an error;
+    - ``explicit_completion`` (``True``/``False``; so is ``remember``): a handler's ``True`` →
+      Success, ``False`` → Pending, anything else is an error;
       in change handlers and sub-handlers (other kinds' values are read as stock Kopf reads them).
     - ``depends_on``: field paths ("spec.size", "status.deletion") whose change wakes the handler;
       default: spec, labels, annotations and status minus what the operator writes itself.
@@ -52,6 +54,8 @@ class HandlerOptions:
 
     def __post_init__(self) -> None:
         checked("fatal_on_delete", values.fatal_on_delete, self.fatal_on_delete)
+        for name in FLAG_OPTIONS:
+            checked(name, values.flag, getattr(self, name))
         for name in PATH_OPTIONS:  # checked, in their canonical form, whoever made the options
             found = getattr(self, name)
             if found is not None:

@@ -81,6 +81,14 @@ def level(value: object) -> int:
     raise TypeError(f"must be a logging level (a number, or a name such as WARNING), got {show(value)}")
 
 
+def flag(value: object) -> bool | None:
+    """An option that is on or off (``True``/``False``); None leaves it to the next source. Nothing
+    else is read as either: ``""`` or ``0`` read as off would turn a "not done" into a success."""
+    if value is None or value.__class__ is bool:
+        return value
+    raise TypeError(f"must be True or False, got {show(value)}")
+
+
 def fatal_on_delete(value: object) -> FatalOnDelete | None:
     """What a Fatal outcome does to the finalizer on deletion; None leaves it to the next source."""
     if value is None or value in FATAL_ON_DELETE:

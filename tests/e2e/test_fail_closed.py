@@ -8,7 +8,8 @@ import asyncio
 
 import pytest
 
-from tests.e2e.test_outcomes import finalized, runs, start_deleting
+from tests.e2e.conftest import eventually
+from tests.e2e.test_outcomes import finalized, gone, runs, start_deleting
 
 OPERATOR = "tests/e2e/operators/failing_options_operator.py"
 
@@ -32,3 +33,25 @@ async def test_a_failing_options_plugin_keeps_the_finalizer(objects, namespace, 
         await asyncio.sleep(2.5)  # a held run is retried (backoff=1): the finalizer stays through them
         assert runs(op) >= (2 if on_delete == "permanent-error" else 1)
         assert await finalized(objects, namespace, "held")
+
+
+async def test_holds_spend_no_retries_and_the_handler_concludes_once_the_plugin_recovers(
+        objects, namespace, operator, tmp_path):
+    """Holds are not the handler's tries (issue 41 review): held more times than its ``retries=2``
+    while the plugin is down, the handler still runs and succeeds once the plugin answers, and the
+    object goes; before, Kopf's pre-run check failed it unrun ("exceeded 2 retries") and the
+    policy's retain stranded the object."""
+    policy, down = tmp_path / "policy.toml", tmp_path / "down"
+    policy.write_text('fatal_on_delete = "retain"\n')
+    down.write_text("")
+    async with operator("tests/e2e/operators/recovering_options_operator.py",
+                        KOPF_OUTCOMES_POLICY=str(policy), OPTIONS_DOWN=str(down)) as op:
+        await start_deleting(objects, namespace, "recovers", {})
+        async def held_four_times() -> bool:  # two more than retries=2
+            return runs(op) >= 4
+        await eventually(held_four_times, what="four held runs")
+        assert any("held:" in r.message for r in op.records(f"{namespace}/recovers"))
+        assert await finalized(objects, namespace, "recovers")
+        down.unlink()
+        await eventually(lambda: gone(objects, namespace, "recovers"), what="the object to go")
+        assert not [r.message for r in op.records(f"{namespace}/recovers") if "exceeded" in r.message]

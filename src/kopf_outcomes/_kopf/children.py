@@ -10,6 +10,8 @@ A person's release of a retained child wakes the parent as well (``cycle.wakes``
 escalation deadline is the parent's too (it runs the child then). When some
 child is Kopf's own (a ``TemporaryError``), Kopf's retry of the children stands, but with the
 delay of Kopf's children and ours (a quiet recheck's stored delay is stale: it would be 0).
+Where the only children Kopf retries are held by us (a fault, :class:`.marks.Held`), the parent's
+retry is marked held too: a child's hold spends none of the parent's ``retries=``.
 """
 from __future__ import annotations
 
@@ -18,18 +20,19 @@ from collections.abc import Collection, Mapping
 
 from kopf_outcomes import memory
 from kopf_outcomes._kopf import deadlines
-from kopf_outcomes._kopf.cycle import is_parked
+from kopf_outcomes._kopf.cycle import is_held, is_parked
 from kopf_outcomes._kopf.internals import Handler, HandlerId, KopfOutcome, State, progress_of
-from kopf_outcomes._kopf.marks import Parked, Rechecking, Retained
+from kopf_outcomes._kopf.marks import Held, Parked, Rechecking, Retained
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.outcomes import Pending
 
 
 def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[HandlerId, KopfOutcome],
             quiet: Collection[HandlerId], records: Mapping[str, MemoryRecord],
-            waits: Collection[float], held: Mapping[str, float | None]) -> Pending | float | None:
-    """What the parent waits for: a Pending if every unfinished child waits for us; else, if some
-    do, the delay of Kopf's retry of the children; else None (Kopf's retry as it is). ``quiet``:
+            waits: Collection[float], held: Mapping[str, float | None]) -> Pending | Held | float | None:
+    """What the parent waits for: a Pending if every unfinished child waits for us; a Held if
+    Kopf's retry is for held children only; else, if some wait for us, the delay of Kopf's retry of
+    the children; else None (Kopf's retry as it is). ``quiet``:
     the rechecking children not run now, or run with nothing new to store; ``waits``: the seconds
     until our rechecking children are due; ``held``: the children not run because their other
     objects are unknown (never "none"), with when to look again."""
@@ -37,6 +40,7 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
     rechecks: list[float] = []
     due: list[datetime.datetime] = []  # the children's escalation deadlines: the parent runs at the first
     stock: list[float] = []  # the delays of Kopf's own unfinished children
+    faults: list[float] = []  # the delays of the children held by a fault (Kopf retries them too)
     now = datetime.datetime.now(datetime.timezone.utc)
     for handler in handlers:
         handler_id, outcome = str(handler.id), outcomes.get(handler.id)
@@ -54,7 +58,7 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
                 rechecks.append(outcome.delay or 0)
             due.extend(filter(None, [deadlines.moment(outcome.exception.deadline)]))
         elif outcome is not None:
-            stock.append(outcome.delay or 0)
+            (faults if isinstance(outcome.exception, Held) else stock).append(outcome.delay or 0)
             continue
         else:
             progress = progress_of(state, handler)
@@ -63,7 +67,7 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
                 continue
             if record is None or (handler.id not in quiet and not is_parked(progress)):
                 delayed = progress.delayed
-                stock.append(0.0 if delayed is None else max(0.0, (
+                (faults if is_held(progress) else stock).append(0.0 if delayed is None else max(0.0, (
                     (delayed if delayed.tzinfo else delayed.replace(tzinfo=datetime.timezone.utc)) - now
                 ).total_seconds()))
                 continue
@@ -74,9 +78,12 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
                 due.extend(filter(None, [deadlines.moment(record.get("deadline"))]))
         verb = "retains the finalizer" if retained else "is pending"
         reasons.append(f"{handler_id} {verb}: {memory.stored_reason(reason)}")
+    if stock:
+        return min([*stock, *faults, *waits]) if reasons or faults else None
+    if faults:
+        delay = min([*faults, *waits])
+        return Held(f"sub-handlers are held: {len(faults)} of them, by a fault (see their ERROR)", delay=delay)
     if not reasons:
         return None
-    if stock:
-        return min([*stock, *waits])
     parent = Pending("sub-handlers wait: " + "; ".join(reasons), recheck=min(rechecks) if rechecks else None)
     return deadlines.at(parent, min(due)) if due else parent

@@ -40,7 +40,7 @@ from kopf_outcomes._kopf.internals import (
     subsettings_var,
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
-from kopf_outcomes._kopf.marks import PARKED_MARK, RETAINED_MARK
+from kopf_outcomes._kopf.marks import HELD_MARK, PARKED_MARK, RETAINED_MARK, Held
 from kopf_outcomes._kopf.states import digest, recorded_scope, remembered, scope_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
@@ -70,8 +70,8 @@ class Cycle:
     # The four below are the shared, read-only NONE_YET or NO_IDS until the cycle's first write
     # (``own_*``): most cycles write none of them, and each container made cost every cycle.
     # Parents some of whose unfinished sub-handlers wait for us: what the parent then waits for
-    # (all of them: a Pending; else the delay of Kopf's retry of the children).
-    children: Mapping[str, Pending | float]
+    # (all of them: a Pending; only held ones Kopf retries: a Held; else the delay of Kopf's retry of the children).
+    children: Mapping[str, Pending | Held | float]
     # The handlers with a memory in this cycle (and its sub-handlers' cycles), with the cycle each
     # belongs to, and whether it concluded now: at the end, their digests are of the object as
     # the cycle's patch leaves it (``refresh``).
@@ -86,7 +86,7 @@ class Cycle:
         """Kopf's registry of the operator, where the object's worker knows it (read when a digest is)."""
         return operator_registry.get()
 
-    def own_children(self) -> dict[str, Pending | float]:
+    def own_children(self) -> dict[str, Pending | Held | float]:
         children = self.children
         if not isinstance(children, dict):
             children = self.children = {}
@@ -196,6 +196,12 @@ def is_parked(state: HandlerState, marks: tuple[str, ...] = (PARKED_MARK, RETAIN
     """Parked by us: marked so in Kopf's own progress, and not finished."""
     message = state.message
     return message.__class__ is str and message.endswith(marks) and not state.finished
+
+
+def is_held(state: HandlerState) -> bool:
+    """Its last run was held by us (a fault, not the handler's): marked so in Kopf's progress."""
+    message = state.message
+    return message.__class__ is str and message.endswith(HELD_MARK) and not state.finished
 
 
 def record_of(cycle: Cycle, handler_id: str, state: HandlerState | None) -> MemoryRecord | None:

@@ -49,6 +49,7 @@ from kopf_outcomes._kopf.internals import (
     no_extra_context,
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, build, option
+from kopf_outcomes._kopf.marks import Held
 from kopf_outcomes.finalizer import fault
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
@@ -279,6 +280,8 @@ class Runs:
             waiting = cycle.own_children().pop(handler_id, None) if handler_id in cycle.children else None
             if waiting is None:
                 return None  # the children are Kopf's: Kopf's retry of them stands
+            if isinstance(waiting, Held):  # Kopf retries held children only: the parent's retry is held too
+                return dataclasses.replace(outcome, exception=waiting, delay=waiting.delay)
             if not isinstance(waiting, Pending):  # some are Kopf's: its retry, when the first is due
                 return dataclasses.replace(outcome, delay=waiting)
             turn = self.turn(cycle, handler, cause, state, settings, record_of(cycle, handler_id, state))

@@ -54,7 +54,7 @@ misuse.probe(lambda: handler_var.get(None) is not None)
 APIForbiddenError = kopf_api_errors.APIForbiddenError
 
 __all__ = [
-    "APIForbiddenError", "CHANGE", "afresh", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
+    "APIForbiddenError", "CHANGE", "afresh", "unheld", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
     "LifeCycleFn", "OperatorSettings", "State", "application",
@@ -296,6 +296,20 @@ def afresh(state: State, handler: Handler) -> HandlerState:
     fresh = (HandlerState.from_scratch(basetime=basetime, purpose=old.purpose) if basetime is not None
              else HandlerState.from_scratch(purpose=old.purpose))  # type: ignore[call-arg,unused-ignore]
     fresh = dataclasses.replace(fresh, active=old.active, subrefs=old.subrefs, _origin=old._origin)
+    state._states[handler.id] = fresh  # type: ignore[attr-defined]  # a progression.State
+    return fresh
+
+
+def unheld(state: State, handler: Handler) -> HandlerState:
+    """The progress of a handler whose last run was held (:class:`.marks.Held`), as if the hold had
+    not been: Kopf counted it as a retry, one too many, undone here; and the handler's ``timeout=``
+    clock starts again now, so that no time held is the handler's. Put in Kopf's state for this
+    cycle, as :func:`afresh` does."""
+    old = progress_of(state, handler)
+    basetime = getattr(old, "basetime", None)  # Kopf 1.38+: the loop's time against the wall clock
+    now = (HandlerState.from_scratch(basetime=basetime) if basetime is not None
+           else HandlerState.from_scratch())  # type: ignore[call-arg,unused-ignore]
+    fresh = dataclasses.replace(old, retries=max(0, (old.retries or 0) - 1), started=now.started)
     state._states[handler.id] = fresh  # type: ignore[attr-defined]  # a progression.State
     return fresh
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import kopf
 
-__all__ = ["PARKED_DELAY", "PARKED_MARK", "RETAINED_MARK", "Parked", "Polling", "Rechecking", "Retained"]
+__all__ = ["HELD_MARK", "PARKED_DELAY", "PARKED_MARK", "RETAINED_MARK", "Held", "Parked", "Polling", "Rechecking",
+           "Retained"]
 
 PARKED_DELAY = 10 * 365 * 24 * 3600.0  # ten years: "until something changes"
 PARKED_MARK = " [parked by kopf-outcomes]"
 RETAINED_MARK = " [finalizer retained by kopf-outcomes]"  # parked too, but released only by a person
+HELD_MARK = " [held by kopf-outcomes]"  # a fault, not the handler's: spends none of its retries=/timeout=
 
 
 class Parked(Exception):
@@ -40,3 +42,11 @@ class Rechecking(kopf.TemporaryError):
 class Polling(kopf.TemporaryError):
     """A Pending with a recheck in a kind whose progress Kopf keeps in memory (timers, daemons,
     activities): Kopf's own retry after the delay, without our memory or requeue."""
+
+
+class Held(kopf.TemporaryError):
+    """A run held because something it depends on failed (a plugin, unread options), as Kopf sees
+    it: Kopf counts it as a retry, so the next run undoes that (:func:`.internals.unheld`) by the mark."""
+
+    def __str__(self) -> str:
+        return f"{self.args[0]}{HELD_MARK}"

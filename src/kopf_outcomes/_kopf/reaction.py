@@ -20,6 +20,7 @@ from kopf_outcomes._kopf.cycle import (
     discard_unreadable,
     end,
     enter,
+    is_held,
     is_parked,
     make,
     observe_object,
@@ -48,6 +49,7 @@ from kopf_outcomes._kopf.internals import (
     handler_var,
     no_extra_context,
     progress_of,
+    unheld,
     with_outcomes,
 )
 from kopf_outcomes._kopf.marks import Parked, Rechecking
@@ -102,12 +104,15 @@ class Reactions:
                         extra_context=extra_context, default_errors=default_errors)
                     continue
                 # The steps of Runs.execute_handler_once, inline: no coroutine of ours around Kopf's.
-                if handler_state.message is not None and is_parked(handler_state, RETAINED_ONLY):
-                    released = runs.released(cycle, handler, cause, handler_state, settings)
-                    if released is not None:
-                        marked = True
-                        outcomes[handler.id] = released
-                        continue
+                if handler_state.message is not None:
+                    if is_parked(handler_state, RETAINED_ONLY):
+                        released = runs.released(cycle, handler, cause, handler_state, settings)
+                        if released is not None:
+                            marked = True
+                            outcomes[handler.id] = released
+                            continue
+                    elif is_held(handler_state):  # a hold is not the handler's: it spent none of its retries=
+                        handler_state = unheld(state, handler)
                 errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
                 try:
                     outcome = await runs.kopf_execute(settings, handler, cause, handler_state, lifecycle,

@@ -17,7 +17,7 @@ from kopf_outcomes._kopf import deadlines, dependents
 from kopf_outcomes._kopf.cycle import Cycle, memory_of, records_as_patched, release_answers_another
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
-from kopf_outcomes._kopf.marks import PARKED_DELAY, Parked, Polling, Rechecking, Retained
+from kopf_outcomes._kopf.marks import PARKED_DELAY, Held, Parked, Polling, Rechecking, Retained
 from kopf_outcomes._kopf.states import remembered, woken_by
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import fault, retains
@@ -168,9 +168,11 @@ def due_by_deadline(state: HandlerState | None, outcome: Retry) -> Retry:
 
 def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
           logger: logging.Logger | logging.LoggerAdapter[Any]) -> KopfOutcome:
-    """A Retry counts against the handler's ``retries=`` and ``timeout=``, as TemporaryError does."""
+    """A Retry counts against the handler's ``retries=`` and ``timeout=``, as TemporaryError does;
+    a plugin's failure (a hold among them) does not: it is marked as held (:class:`.marks.Held`)."""
+    held = isinstance(outcome, engine.PluginFailure)
     outcome = due_by_deadline(state, outcome)
-    if state is not None and not isinstance(outcome, engine.PluginFailure):
+    if state is not None and not held:
         runtime = state.runtime.total_seconds() + outcome.delay
         if handler.timeout is not None and runtime >= handler.timeout:
             msg = f"{handler} failed temporarily but will time out after {handler.timeout} seconds: {outcome.reason}"
@@ -182,8 +184,8 @@ def retry(handler: Handler, state: HandlerState | None, outcome: Retry,
             return KopfOutcome(final=True, exception=kopf.HandlerRetriesError(msg))
     logger.log(outcome.level, f"{handler} failed temporarily: {outcome.reason}",
                extra=fields(handler, "retry", outcome.reason, delay=outcome.delay))
-    return KopfOutcome(final=False, exception=kopf.TemporaryError(outcome.reason, delay=outcome.delay),
-                       delay=outcome.delay)
+    mark = Held if held else kopf.TemporaryError
+    return KopfOutcome(final=False, exception=mark(outcome.reason, delay=outcome.delay), delay=outcome.delay)
 
 
 # What a conclusion woken by its other objects alone does not store: why's view of them, and the key
