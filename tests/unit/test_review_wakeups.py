@@ -283,3 +283,32 @@ async def test_after_a_relist_the_recheck_of_an_object_still_selected_runs(
                  streams={"k": types.SimpleNamespace(backlog=asyncio.Queue())}, key="k")
     assert told == []
     assert seen == [recheck]
+
+
+async def test_stock_parity_the_watch_stream_is_kopfs_own_where_nothing_is_selected_and_unchanged_where_it_is(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guard (stock parity): with no server-side selection Kopf's watcher gets Kopf's own generator;
+    with one, every event and bookmark in the same order, the same objects."""
+    api = ScriptedApi([([body("x"), body("y")], False), ([body("y")], True), ([], False)])
+    monkeypatch.setattr(fetching, "fetch_objs", api.fetch_objs)
+    monkeypatch.setattr(watching, "watch_objs", api.watch_objs)
+    settings = configuration.OperatorSettings()
+    settings.watching.reconnect_backoff = 0
+    sentinel = object()
+
+    def kopfs(**_: Any) -> Any:
+        return sentinel
+    assert requeue._listings.get() is None
+    assert requeue.wrap_watch(kopfs)(settings=settings) is sentinel
+
+    async def collect(stream: AsyncIterator[Any]) -> list[Any]:
+        return [raw_event async for raw_event in stream]
+    stock = await collect(watching.infinite_watch(settings=settings, resource=RESOURCE, namespace=None, _iterations=3))
+    api.connection = 0
+    token = requeue._listings.set(selection.Listings())
+    try:
+        ours = await collect(requeue.wrap_watch(watching.infinite_watch)(
+            settings=settings, resource=RESOURCE, namespace=None, _iterations=3))
+    finally:
+        requeue._listings.reset(token)
+    assert ours == stock and len(ours) == 5  # x, y, LISTED; y (cut); LISTED
