@@ -94,7 +94,7 @@ async def test_an_object_in_a_listing_cut_midway_that_left_before_the_next_is_re
     assert not listings.holds(body("x"))
 
 
-async def test_an_indexer_that_raises_does_not_lose_the_wakeup_nor_wake_before_the_index_changed(
+async def test_an_indexer_that_raises_does_not_lose_the_wakeup(
         patched: None) -> None:
     """Guard: another index of the child's resource raises on this child (Kopf logs and ignores
     it); the parents it left and joined are still woken."""
