@@ -170,7 +170,10 @@ def wrap_watch(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., Asy
     def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
         listings = _listings.get()
         stream = original(**kwargs)
-        return listings.stamped(stream) if listings is not None else stream
+        if listings is None:
+            return stream
+        watching = getattr(kwargs.get("settings"), "watching", None)
+        return listings.stamped(stream, initial_streaming=bool(getattr(watching, "initial_streaming", False)))
     return infinite_watch
 
 
@@ -228,8 +231,9 @@ async def still_selected(settings: Any, resource: Any, selected: selection.Selec
     """Whether the API server still sends this object to the watch: read off the watch's own stream
     (no request); asked of the API server only where the stream is not known here."""
     listings = _listings.get()
-    if listings is not None:
-        return listings.holds(body)
+    held = listings.holds(body) if listings is not None else None
+    if held is not None:
+        return held
     return await selection.still_selected(settings, resource, selected, body)
 
 

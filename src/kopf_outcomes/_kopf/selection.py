@@ -91,9 +91,14 @@ class Listings:
     def __init__(self) -> None:
         self.listed = 0
         self.seen: dict[str, int] = {}
+        self.vouches = True
 
-    async def stamped(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """Kopf's watch stream, passed on as it is, each object's event noted on the way."""
+    async def stamped(self, stream: AsyncIterator[Any], *, initial_streaming: bool = False) -> AsyncIterator[Any]:
+        """Kopf's watch stream, passed on as it is, each object's event noted on the way. With Kopf's
+        ``initial_streaming``, a cut initial stream that Kopf resumes still ends in LISTED, though
+        it did not resend every object: such a stream cannot vouch for what left (unknown, not none)."""
+        if initial_streaming:
+            self.vouches = False
         async for raw_event in stream:
             if raw_event is watching.Bookmark.LISTED:
                 self.listed += 1
@@ -107,7 +112,10 @@ class Listings:
                     self.seen[uid] = self.listed + (1 if raw_event.get("type") is None else 0)
             yield raw_event
 
-    def holds(self, body: Any) -> bool:
-        """Whether the object was seen in or after the last complete listing (else it left unseen)."""
+    def holds(self, body: Any) -> bool | None:
+        """Whether the object was seen in or after the last complete listing (else it left unseen);
+        None where the stream cannot tell (the API server is then asked)."""
+        if not self.vouches:
+            return None
         uid = (body.get("metadata") or {}).get("uid")
         return self.seen.get(str(uid), -1) >= self.listed
