@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.histories import kopf_access
+from tests.unit.kopf_objects import merged
 
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 NAME, NAMESPACE, UID = "obj", "ns", "uid-1"
@@ -108,19 +109,6 @@ class FakeAPI:
 
 def _without_version(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "metadata": {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}}
-
-
-def merged(value: Any, patch: Any) -> Any:
-    """RFC 7386: a JSON merge patch (``None`` removes a key)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(value) if isinstance(value, dict) else {}
-    for key, change in patch.items():
-        if change is None:
-            result.pop(key, None)
-        else:
-            result[key] = merged(result.get(key), change)
-    return result
 
 
 def json_patched(body: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from kopf._core.reactor import inventory, processing
 from kopf_outcomes_conditions import foreign
 
 import kopf_outcomes
+from tests.unit.kopf_objects import merged
 
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples", namespaced=True)
@@ -38,25 +39,13 @@ class Server:
         if isinstance(payload, list):  # a JSON patch (Kopf >= 1.38), its resourceVersion test included
             self.body = jsonpatch.apply_patch(self.body, [op for op in payload if op["op"] != "test"])
         else:
-            self.body = _merged(self.body, payload)
+            self.body = merged(self.body, payload)
         self.body["metadata"]["resourceVersion"] = str(int(self.body["metadata"]["resourceVersion"]) + 1)
         return copy.deepcopy(self.body)
 
     def conditions(self) -> dict[str, dict[str, Any]]:
         found = (self.body.get("status") or {}).get("conditions") or []
         return {c["type"]: c for c in found if isinstance(c, dict)}
-
-
-def _merged(base: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict) or not isinstance(base, dict):
-        return copy.deepcopy(patch)
-    result = dict(base)
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = _merged(base.get(key), value)
-    return result
 
 
 @pytest.fixture

@@ -147,9 +147,10 @@ def body_after(cause: causes.ChangingCause, **changes: Any) -> dict[str, Any]:
 
 
 def merged(value: Any, patch: Any) -> Any:
+    """RFC 7386: ``value`` with a JSON merge patch applied (``None`` removes a key); neither is changed."""
     if not isinstance(patch, Mapping):
-        return patch
-    result = dict(value) if isinstance(value, Mapping) else {}
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else {}
     for key, change in patch.items():
         if change is None:
             result.pop(key, None)

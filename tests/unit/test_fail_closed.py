@@ -22,6 +22,7 @@ from kopf._core.reactor import inventory, processing
 import kopf_outcomes
 from kopf_outcomes import Fatal, HandlerOptions, ResourceRef, finalizer, handler_options, hookimpl
 from kopf_outcomes.manager import PluginManager
+from tests.unit.kopf_objects import merged
 
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples", namespaced=True)
@@ -86,18 +87,6 @@ class Server:
                 registry=registry, settings=settings, memories=memories, memobase=ephemera.Memo(),
                 resource=RESOURCE, raw_event=event, event_queue=asyncio.Queue(),  # type: ignore[arg-type]
                 **NO_THROTTLING)
-
-
-def merged(value: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(value) if isinstance(value, dict) else {}
-    for key, change in patch.items():
-        if change is None:
-            result.pop(key, None)
-        else:
-            result[key] = merged(result.get(key), change)
-    return result
 
 
 @pytest.fixture
