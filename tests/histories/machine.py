@@ -127,6 +127,7 @@ class Histories(RuleBasedStateMachine):
         self.garbled: list[int] = []  # the versions where someone wrote garbage into the memory
         self.keys: dict[tuple[str, Any], str] = {}
         self.released_by_person: set[str] = set()
+        self.release_raced = False
         self.releases: list[str] = []  # the release annotations set, in order
         self.release_seen = False
         self.steps = 0
@@ -275,15 +276,18 @@ class Histories(RuleBasedStateMachine):
     def person_releases(self, index: int) -> None:
         names = ["*", *(h.id for h in self._deletion_handlers())]
         name = names[index % len(names)]
+        # Set while older events wait, it may meet a retention made on a view without it (release-race).
+        self.release_raced = self.release_raced or bool(self.api.queue)
         self.api.user_patch({"metadata": {"annotations": {RELEASE_ANNOTATION: name}}})
         self.releases.append(name)
         self._count_releases()
 
     def _count_releases(self) -> None:
         """The handlers a person's releases answer: those that may be retained when it is set; with
-        release-race open, after a stale cycle, any it names (the operator, retaining on a view
-        older than the release, cannot tell it from one set after the retention)."""
-        racing = "release-race" in KNOWN_OPEN and self.saw_stale
+        release-race open, where a retention may have been made on a view older than the release (a
+        stale cycle, or events older than it still queued), any it names: the operator cannot tell
+        such a release from one set after the retention."""
+        racing = "release-race" in KNOWN_OPEN and (self.saw_stale or self.release_raced)
         for name in self.releases:
             for handler in self._deletion_handlers():
                 if name in ("*", handler.id) and (racing or model.RETAIN in self._possible(handler)):
@@ -335,7 +339,8 @@ class Histories(RuleBasedStateMachine):
             self._judge(run, persisted, stale)
         if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
             self.saw_stale = True  # what the memory holds is unknown from now on
-            self._count_releases()
+        if self.saw_stale or self.release_raced:
+            self._count_releases()  # a retention of this cycle may have been made on a view without them
         if self.release_seen:
             self._check_release()
         if crashed:
