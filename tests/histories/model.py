@@ -127,7 +127,8 @@ def state_seen(body: Mapping[str, Any], depends_on: tuple[str, ...] | None) -> A
     handler results, own writes, plugin fields); or only the fields of ``depends_on``."""
     metadata = body.get("metadata", {})
     status = {key: value for key, value in (body.get("status") or {}).items()
-              if key != "kopf" and not key.startswith(OWN_STATUS_PREFIXES) and not key.startswith(HANDLER_PREFIX)}
+              if key != "kopf" and not key.startswith(OWN_STATUS_PREFIXES) and not key.startswith(HANDLER_PREFIX)
+              and not _kopf_status_storage(value)}
     whole = {
         "spec": body.get("spec") or {},
         "labels": dict(metadata.get("labels") or {}),
@@ -144,6 +145,21 @@ def state_seen(body: Mapping[str, Any], depends_on: tuple[str, ...] | None) -> A
             value = value.get(part) if isinstance(value, Mapping) else None
         picked[path] = value
     return _frozen(picked)
+
+
+def _kopf_status_storage(value: Any) -> bool:
+    """memory.md: Kopf's status storages of any operator are no state, told by Kopf's field names and
+    shapes together: ``progress`` (a mapping of records, or ``{}``), ``last-handled-configuration``
+    (a string), and ``dummy`` (a string) beside either."""
+    if not isinstance(value, Mapping) or not value or not set(value) <= {"progress", "last-handled-configuration",
+                                                                          "dummy"}:
+        return False
+    progress, diffbase = value.get("progress"), value.get("last-handled-configuration")
+    if progress is None and diffbase is None:
+        return False
+    records = progress is None or (isinstance(progress, Mapping)
+                                   and all(isinstance(record, Mapping) for record in progress.values()))
+    return records and (diffbase is None or isinstance(diffbase, str)) and isinstance(value.get("dummy", ""), str)
 
 
 def _frozen(value: Any) -> Any:
