@@ -8,6 +8,7 @@ import kopf
 import pytest
 
 from kopf_outcomes import memory
+from kopf_outcomes._kopf import requeue
 from kopf_outcomes.diagnosis import render
 from kopf_outcomes.diagnosis.report import report
 from kopf_outcomes.diagnosis.serving import CLUSTER_PEERINGS, SELECTOR_ANNOTATION, matches, peering, verdict
@@ -76,7 +77,8 @@ def test_where_it_cannot_tell_it_says_so():
     assert found["status"] == "not-served" and "(default) are not counted" in found["message"]
 
 
-def test_a_recheck_while_nothing_serves_is_overdue_not_moved_forward():
+def test_a_recheck_while_nothing_serves_is_overdue_not_moved_forward(monkeypatch):
+    monkeypatch.setattr(requeue, "SPREAD", 0.0)  # the grid without its phase (tests/unit/test_requeue.py)
     record = memory.record(None, digest="d", outcome="pending", reason="waiting", parked=False, depends_on=None,
                            recheck=60.0)
     record["since"] = "2026-12-02T11:50:00+00:00"

@@ -12,7 +12,7 @@ from kopf._cogs.structs import finalizers
 from kopf._core.reactor import queueing
 
 import kopf_outcomes
-from kopf_outcomes import Decision, HandlerRun, hookimpl, installation
+from kopf_outcomes import Decision, HandlerRun, hookimpl, installation, options
 from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.policy import PolicyError
 from tests.unit.kopf_objects import application, execution
@@ -223,11 +223,17 @@ def test_a_kopf_whose_invoke_handler_has_other_parameters_gets_them_passed_on(
         return "the handler's result"
 
     monkeypatch.setattr(execution, "invoke_handler", invoke_handler)
-    kopf_outcomes.install(entry_points=False)
-    assert installation._patch is not None
-    assert execution.invoke_handler == installation._patch.invoke_handler_any
-    result = asyncio.run(execution.invoke_handler(handler=object(), cause=object(), retry=2, newer="given",
-                                                  settings=None, subrefs=set()))
+    # Options that other tests' modules declared (process-wide) would be read of this stand-in handler.
+    declared = set(options.declared)
+    options.declared.clear()
+    try:
+        kopf_outcomes.install(entry_points=False)
+        assert installation._patch is not None
+        assert execution.invoke_handler == installation._patch.invoke_handler_any
+        result = asyncio.run(execution.invoke_handler(handler=object(), cause=object(), retry=2, newer="given",
+                                                      settings=None, subrefs=set()))
+    finally:
+        options.declared.update(declared)
     assert result == "the handler's result"
     assert received == [{"retry": 2, "newer": "given", "settings": None, "subrefs": set()}]
     kopf_outcomes.uninstall()
