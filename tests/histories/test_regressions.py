@@ -137,3 +137,19 @@ def test_a_parked_deletion_handler_that_succeeds_after_a_stale_view_is_released(
         history.behaviour_changes(behaviour="success", index=0)
         history.restart()
         history.deliver_stale(back=1)
+
+
+@open_finding("new-bookkeeping-wake", "another operator's bookkeeping around a deletion re-runs a parked handler")
+def test_another_operators_bookkeeping_around_a_deletion_does_not_start_a_parked_handler_again() -> None:
+    """Found by the full run at the end of issue 41's wave (15,004 histories): another operator writes
+    its status storage (``status.b-op.progress``) three times, the object is deleted, it writes once
+    more; the deletion handler parks (``Pending``). A later event of that bookkeeping runs it again
+    with ``acted_on_this_state == False`` for the state it acted on: its side effect starts twice."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
+        for _ in range(3):
+            history.another_operator_writes_its_bookkeeping()
+        history.delete()
+        history.another_operator_writes_its_bookkeeping()
+        history.deliver(count=4, latest=False, crash=None)
+        history.time_passes(seconds=6)
+        history.deliver(count=1, latest=False, crash=None)
