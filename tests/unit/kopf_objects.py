@@ -8,6 +8,7 @@ this file is what needs to follow.
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from kopf._core.intents import causes, registries, stoppers
 from kopf._core.reactor import inventory, observation, processing, queueing
 
 __all__ = [
+    "NO_THROTTLING",
     "RESOURCE",
     "activities",
     "admission",
@@ -59,6 +61,9 @@ __all__ = [
 ]
 
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples")
+# Kopf >= 1.38 throttles errors unless told not to (no error reaches it here); 1.37 has no such switch.
+NO_THROTTLING = ({"no_throttling": True} if "no_throttling" in inspect.signature(
+    processing.process_resource_event).parameters else {})
 Reason = causes.Reason
 
 

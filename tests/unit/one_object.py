@@ -11,7 +11,6 @@ import asyncio
 import copy
 import datetime
 import importlib.metadata
-import inspect
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -22,13 +21,19 @@ import pytest
 from kopf_outcomes._kopf import held, requeue
 from kopf_outcomes._kopf.internals import operator_registry
 from kopf_outcomes.memory import DEFAULT_KEYS
-from tests.unit.kopf_objects import api, configuration, ephemera, inventory, merged, processing, references
+from tests.unit.kopf_objects import (
+    NO_THROTTLING,
+    api,
+    configuration,
+    ephemera,
+    inventory,
+    merged,
+    processing,
+    references,
+)
 
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples", namespaced=True)
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
-# Kopf >= 1.38 throttles errors unless told not to (where it has the switch); 1.37 has no such switch.
-NO_THROTTLING = ({"no_throttling": True} if "no_throttling" in inspect.signature(
-    processing.process_resource_event).parameters else {})
 # Before 1.38, Kopf's finalizer release goes into the cycle's patch before our memory's conclusion
 # does: after a handler ran in a cycle, the memory cannot hold the finalizer there (held.py).
 RELEASES_BEFORE_THE_MEMORY = pytest.mark.skipif(

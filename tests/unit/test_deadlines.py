@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import importlib.metadata
 import logging
 import types
 from typing import Any
@@ -41,6 +42,8 @@ def test_the_wait_is_read_from_the_memory_and_a_forged_one_schedules_nothing():
     assert parse('{"h": {"digest": "d", "outcome": "pending", "reason": "w", "deadline": "x"}}')["h"]["deadline"] == "x"
 
 
+@pytest.mark.skipif(importlib.metadata.version("kopf").startswith("1.37."), reason=(
+    "Kopf 1.37 reads a run's time off the wall clock, which this test's loop clock cannot move"))
 async def test_a_retry_cut_to_the_deadline_runs_at_it_as_kopf_counts_the_delay_from_the_runs_end(
         unpatched: None, tmp_path: Any, logger: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 43, finding 5: a handler that takes 30 s to fail, 60 s before its escalation's deadline,

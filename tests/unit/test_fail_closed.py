@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,13 +21,10 @@ from kopf._core.reactor import inventory, processing
 import kopf_outcomes
 from kopf_outcomes import Fatal, HandlerOptions, ResourceRef, finalizer, handler_options, hookimpl
 from kopf_outcomes.manager import PluginManager
-from tests.unit.kopf_objects import merged
+from tests.unit.kopf_objects import NO_THROTTLING, merged
 
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples", namespaced=True)
-# Kopf >= 1.38 throttles errors unless told not to (no error reaches it here); 1.37 has no such switch.
-NO_THROTTLING = ({"no_throttling": True} if "no_throttling" in inspect.signature(
-    processing.process_resource_event).parameters else {})
 
 
 class FailingOptions:

@@ -18,7 +18,7 @@ from kopf._core.reactor import inventory
 import kopf_outcomes
 from kopf_outcomes import Pending, objects
 from kopf_outcomes._kopf import dependents, held, requeue
-from tests.unit.kopf_objects import configuration, ephemera, lifecycles, processing, references
+from tests.unit.kopf_objects import NO_THROTTLING, configuration, ephemera, lifecycles, processing, references
 
 PARENT = "example.com/parent"
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples", namespaced=True)
@@ -68,7 +68,7 @@ def worker_of(registry: kopf.OperatorRegistry) -> Any:
     processor = functools.partial(
         processing.process_resource_event, lifecycle=lifecycles.all_at_once, indexers=indexers,
         registry=registry, settings=configuration.OperatorSettings(), memories=inventory.ResourceMemories(),
-        memobase=ephemera.Memo(), resource=RESOURCE, event_queue=asyncio.Queue(), no_throttling=True)
+        memobase=ephemera.Memo(), resource=RESOURCE, event_queue=asyncio.Queue(), **NO_THROTTLING)
 
     async def process(event: dict[str, Any]) -> None:
         async def kopf_worker(*, processor: Any, streams: Any, key: str) -> None:
