@@ -110,6 +110,9 @@ def test_kopf_before_1_38_releases_as_stock_kopf_does_after_a_handler_ran() -> N
     assert patch["metadata"]["finalizers"] == ["other/f"]
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "a known limit before Kopf 1.38: Kopf also passes an empty patch in the cycle where the handler concludes, "
+    "so the body's memory cannot be read as the cycle's; holding there held every concluded parent on Kopf 1.37"))
 def test_kopf_before_1_38_holds_where_no_handler_ran() -> None:
     """An empty patch: no handler ran in the cycle (none matches the object any more), so the body's
     memory is the cycle's, and a waiting handler holds the finalizer."""

@@ -18,7 +18,7 @@ import pytest
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Retry
 from kopf_outcomes.memory import DEFAULT_KEYS
-from tests.unit.one_object import Operator, Server, server
+from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator, Server, server
 
 __all__ = ["server"]
 
@@ -226,6 +226,7 @@ async def test_a_leftover_release_is_ignored_with_a_line_saying_so(
 
 # --- 7. an unreadable memory holds --------------------------------------------------------------
 
+@RELEASES_BEFORE_THE_MEMORY
 async def test_an_unreadable_memory_holds_an_object_that_left_the_operators_filters(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     seen: Seen = []

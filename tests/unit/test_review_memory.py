@@ -220,6 +220,7 @@ async def test_a_star_releases_every_handler_retained_at_the_time(server: Server
 
 # --- Fail closed: a handler mid-retry after its Pending, on an object that leaves the filters ----
 
+@RELEASES_BEFORE_THE_MEMORY
 async def test_a_handler_retrying_after_its_pending_holds_an_object_that_left_the_filters(server: Server) -> None:
     """safety.md: the finalizer stays while a deletion handler "waits in its memory (Pending, or a
     retained Fatal)". A Pending that then retries has acted on the state and is still waiting."""
@@ -239,6 +240,7 @@ async def test_a_handler_retrying_after_its_pending_holds_an_object_that_left_th
     assert not server.finalized
 
 
+@RELEASES_BEFORE_THE_MEMORY
 async def test_a_pending_handler_holds_an_object_that_left_the_filters(server: Server) -> None:
     """Guard: the same without the Retry holds."""
     seen: Seen = []

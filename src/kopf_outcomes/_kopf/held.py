@@ -13,9 +13,9 @@ writes nothing for it.
 Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
 function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases
 as before. Before 1.38 it adds to that patch before our memory's conclusion is in it: there the
-memory is read only where the patch is still empty (no handler ran in the cycle, as when none
-matches the object any more: the body's memory is the cycle's); after a handler ran, Kopf releases
-as stock Kopf does (a known limit).
+memory cannot be read as the cycle leaves it (Kopf 1.37 also passes an empty patch in the cycle
+where the handler concludes, so an empty patch vouches for nothing), and Kopf releases as stock
+Kopf does (a known limit, docs/compatibility.md).
 A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object of
 the resource it shards (whose handlers filter by its label, :func:`shards_resource`); the objects of
 every other resource are released as stock Kopf releases them;
@@ -117,7 +117,7 @@ def wrap(original: Callable[..., None]) -> Callable[..., None]:
         if isinstance(body, Mapping) and isinstance(finalizer, str):
             if _others(body):
                 return None  # another shard's object (or waiting for one): its finalizer is not ours to remove
-            held = [] if kwargs.get("patch") else waiting(body, finalizer)  # Kopf < 1.38: see the module
+            held = [] if "patch" in kwargs else waiting(body, finalizer)  # Kopf < 1.38: see the module
             if held:
                 _tell(body, held, finalizer)
                 return None
