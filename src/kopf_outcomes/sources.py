@@ -34,7 +34,7 @@ class ObjectRef(NamedTuple):
     #: The values of the source's ``fields``, in their order (None where a field is absent). Where
     #: several sources name the object: the first source's, then the paths only later ones name.
     fields: tuple[object, ...] = ()
-    #: The field paths of ``fields``, position by position (canonical: :func:`paths.canonical`).
+    #: The field paths of ``fields``, position by position (canonical: ``kopf_outcomes.paths.canonical``).
     paths: tuple[str, ...] = ()
 
     def field(self, path: str | Sequence[str]) -> object:
