@@ -32,17 +32,17 @@ def installed(unpatched: None) -> Iterator[None]:
     yield
 
 
-def waiting(seen: Seen, then: Callable[[int, kopf.Patch], Outcome] | None = None) -> Callable[..., Outcome]:
+def waiting(seen: Seen, then: Callable[[int, kopf.Patch], Outcome | None] | None = None) -> Callable[..., Any]:
     """A handler that recalls its memory, starts its side effect where it did not act yet, and
     waits with a recheck (``then`` may decide otherwise, by the run's number)."""
-    def fn(patch: kopf.Patch, **_: Any) -> Outcome:
+    def fn(patch: kopf.Patch, **_: Any) -> Outcome | None:
         memory = kopf_outcomes.recall()
         seen.append((memory.acted_on_this_state, memory.idempotency_key))
         return then(len(seen), patch) if then is not None else Pending("waiting for the callback", recheck=60)
     return fn
 
 
-def operator(server: Server, *fns: Callable[..., Outcome], **options: Any) -> Operator:
+def operator(server: Server, *fns: Callable[..., Any], **options: Any) -> Operator:
     registry = kopf.OperatorRegistry()
     for index, fn in enumerate(fns):
         kopf.on.delete(*RESOURCE, registry=registry, id=f"h{index}" if len(fns) > 1 else "h", **options)(fn)

@@ -19,6 +19,7 @@ import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Retry
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator, Server, server
+from tests.unit.test_once_per_state import operator, waiting
 
 __all__ = ["server"]
 
@@ -30,23 +31,6 @@ Seen = list[tuple[bool, str]]  # per run: acted_on_this_state, idempotency_key
 def installed(unpatched: None) -> Iterator[None]:
     kopf_outcomes.install(entry_points=False, events=False)
     yield
-
-
-def waiting(seen: Seen, then: Callable[[int, kopf.Patch], Outcome | None] | None = None) -> Callable[..., Any]:
-    """A handler that recalls its memory (where it did not act yet, it starts its side effect) and
-    waits with a recheck; ``then`` may decide otherwise, by the run's number."""
-    def fn(patch: kopf.Patch, **_: Any) -> Outcome | None:
-        memory = kopf_outcomes.recall()
-        seen.append((memory.acted_on_this_state, memory.idempotency_key))
-        return then(len(seen), patch) if then is not None else Pending("waiting for the callback", recheck=60)
-    return fn
-
-
-def operator(server: Server, *fns: Callable[..., Any], **options: Any) -> Operator:
-    registry = kopf.OperatorRegistry()
-    for index, fn in enumerate(fns):
-        kopf.on.delete(*RESOURCE, registry=registry, id=f"h{index}" if len(fns) > 1 else "h", **options)(fn)
-    return Operator(server, registry)
 
 
 def retained(name: str, runs: list[str]) -> Callable[..., Outcome]:
