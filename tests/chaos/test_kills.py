@@ -131,10 +131,13 @@ async def test_sigkills_between_the_memory_write_and_the_handlers_own_write(
             await create(objects, namespace, names)
             assert await wait_finalized(objects, namespace, names), "finalizers were not added"
             proxy.on_applied = between
-            await delete(objects, namespace, names)
-            deadline = time.monotonic() + (60 if QUICK else 180)
-            while len(killed) < len(names) and time.monotonic() < deadline:
-                await asyncio.sleep(0.2)
+            # One deletion at a time, each with the operator up: deleted together, a second object's
+            # PATCH could land from a dying process, or from one still starting, and miss its kill.
+            for name in names:
+                await delete(objects, namespace, [name])
+                deadline = time.monotonic() + 30
+                while name not in killed and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
                 if not ops.up:
                     await ops.start()
             proxy.on_applied = None
