@@ -30,8 +30,8 @@ import kopf
 from kopf_outcomes import templates
 from kopf_outcomes.sources import ObjectRef, Source, owned, referenced, selected
 
-__all__ = ["ObjectRef", "Source", "changed", "depends_on_objects", "described", "fingerprint", "lookup", "owned",
-           "referenced", "selected", "sources_of", "unindexed", "wait"]
+__all__ = ["ObjectRef", "Source", "changed", "depends_on_objects", "described", "fingerprint", "left", "lookup",
+           "owned", "referenced", "selected", "sources_of", "unindexed", "wait"]
 
 FnT = TypeVar("FnT", bound=Callable[..., object])
 
@@ -179,7 +179,19 @@ def changed(body: object, *, gone: bool = False, indices: Collection[str] | None
             _last_keys[uid] = keys
         elif before:
             del _last_keys[uid]
-    for key in {*keys, *before}:
+    _wake({*keys, *before})
+
+
+def left(uids: Iterable[str]) -> None:
+    """Objects that Kopf's complete relisting no longer holds, though it saw no DELETED of them
+    (they went while the watch was down): forget which parents they belonged to, and wake those
+    parents (the objects left them; a needless wake-up only compares)."""
+    for uid in uids:
+        _wake(_last_keys.pop(uid, ()))
+
+
+def _wake(keys: Iterable[str]) -> None:
+    for key in keys:
         for event in _waiters.get(key, ()):
             event.set()
 
@@ -187,7 +199,8 @@ def changed(body: object, *, gone: bool = False, indices: Collection[str] | None
 # The wake keys of each watched object that has some, as last seen: which
 # parents it belonged to, so that one it leaves wakes too. Exact, not bounded: a bounded memory
 # that forgot a quiet child would wake only its new parents, and the one it left would wait for it
-# until its own next event (issue 43). One entry per such object, dropped when Kopf sees it go.
+# until its own next event (issue 43). One entry per such object, dropped when Kopf sees it go, or
+# when a complete relisting of its watch no longer holds it (:func:`left`).
 _last_keys: dict[str, tuple[str, ...]] = {}
 
 

@@ -223,12 +223,14 @@ async def test_a_recheck_under_server_selection_asks_no_request_and_drops_an_obj
         return {"items": [{}]}
     monkeypatch.setattr(api, "get", get)
 
-    async def kopf_watch(**_: Any) -> Any:  # two listings, the second after a "410 Gone": b left meanwhile
-        for listed in ([obj("a"), obj("b")], [obj("a")]):
-            for body in listed:
-                yield {"type": None, "object": body}
-            yield watching.Bookmark.LISTED
-    monkeypatch.setattr(watching, "infinite_watch", kopf_watch)
+    listings = iter(([obj("a"), obj("b")], [obj("a")]))
+
+    async def kopf_connection(**_: Any) -> Any:  # two listings, the second after a "410 Gone": b left meanwhile
+        for body in next(listings):
+            yield {"type": None, "object": body}
+        yield watching.Bookmark.LISTED
+    monkeypatch.setattr(watching, "continuous_watch", kopf_connection)
+    settings.watching.reconnect_backoff = 0
     kopf_outcomes.install(entry_points=False, events=False)
 
     async def process_resource_event(*, raw_event: Any, **_: Any) -> None:
@@ -243,7 +245,8 @@ async def test_a_recheck_under_server_selection_asks_no_request_and_drops_an_obj
                      streams={"k": types.SimpleNamespace(backlog=asyncio.Queue())}, key="k")
 
     async def kopf_watcher(**_: Any) -> None:  # Kopf's watcher: its stream, its workers' rechecks
-        stream = watching.infinite_watch(settings=settings, resource=tests.unit.kopf_objects.RESOURCE)
+        stream = watching.infinite_watch(settings=settings, resource=tests.unit.kopf_objects.RESOURCE,
+                                         namespace=None, _iterations=2)
         async for event in stream:
             if event is watching.Bookmark.LISTED:
                 await recheck("a")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from kopf._cogs.clients import fetching, watching
 
 from kopf_outcomes import objects
 from kopf_outcomes._kopf import requeue, selection
-from tests.unit.kopf_objects import configuration, references
+from tests.unit.kopf_objects import configuration, processing, references
 from tests.unit.test_wakeup_timing import child_event, operator, parent_body, patched, worker_of
 
 __all__ = ["patched"]  # the fixture, shared with test_wakeup_timing
@@ -43,8 +44,27 @@ class ScriptedApi:
         if cut:
             raise aiohttp.ClientConnectionError("the listing's connection dropped midway")
 
+    async def list_objs(self, **_: Any) -> tuple[list[dict[str, Any]], str]:
+        """Kopf 1.37's listing, all at once (before fetch_objs): a cut one yields nothing."""
+        items, cut = self.listings[self.connection]
+        self.connection += 1
+        if cut:
+            raise aiohttp.ClientConnectionError("the listing's connection dropped")
+        return items, "100"
+
     async def watch_objs(self, **_: Any) -> AsyncIterator[dict[str, Any]]:
         yield {"type": "ERROR", "object": {"code": 410}}
+
+    def serve(self, monkeypatch: pytest.MonkeyPatch) -> configuration.OperatorSettings:
+        """Kopf's listing and watching answered by this script; the settings to watch with."""
+        if hasattr(fetching, "fetch_objs"):
+            monkeypatch.setattr(fetching, "fetch_objs", self.fetch_objs)
+        else:
+            monkeypatch.setattr(fetching, "list_objs", self.list_objs)
+        monkeypatch.setattr(watching, "watch_objs", self.watch_objs)
+        settings = configuration.OperatorSettings()
+        settings.watching.reconnect_backoff = 0
+        return settings
 
 
 @pytest.fixture
@@ -56,13 +76,11 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> Iterator[selection.Listings]:
 
 
 def watch(api: ScriptedApi, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    """Kopf's own ``infinite_watch`` as the patch wraps it, over the scripted API."""
-    monkeypatch.setattr(fetching, "fetch_objs", api.fetch_objs)
-    monkeypatch.setattr(watching, "watch_objs", api.watch_objs)
-    settings = configuration.OperatorSettings()
-    settings.watching.reconnect_backoff = 0
-    return requeue.wrap_watch(watching.infinite_watch)(
-        settings=settings, resource=RESOURCE, namespace=None, _iterations=len(api.listings))
+    """Kopf's own ``infinite_watch``, its connections (``continuous_watch``) as the patch wraps them,
+    over the scripted API."""
+    settings = api.serve(monkeypatch)
+    monkeypatch.setattr(watching, "continuous_watch", requeue.wrap_watch(watching.continuous_watch))
+    return watching.infinite_watch(settings=settings, resource=RESOURCE, namespace=None, _iterations=len(api.listings))
 
 
 # Server-side selection, the only place the watch stream is read, comes with Kopf 1.45; the stream's
@@ -72,7 +90,6 @@ SELECTING_KOPF = pytest.mark.skipif(not hasattr(fetching, "fetch_objs"), reason=
 
 
 
-@SELECTING_KOPF
 async def test_a_relist_drops_what_left_while_down_and_keeps_what_is_listed_also_midway(
         listings: selection.Listings, monkeypatch: pytest.MonkeyPatch) -> None:
     """Guard: x left the selection while the watch was down (it is not in the relist) and is read
@@ -87,19 +104,18 @@ async def test_a_relist_drops_what_left_while_down_and_keeps_what_is_listed_also
     assert listings.holds(body("y"))
 
 
-@pytest.mark.xfail(strict=True, reason="a listing cut midway stamps its objects as of the next listing: one that "
-                                       "left before the next complete listing still reads as selected")
 async def test_an_object_in_a_listing_cut_midway_that_left_before_the_next_is_read_as_left(
         listings: selection.Listings, monkeypatch: pytest.MonkeyPatch) -> None:
     """x is selected; the watch gets "410 Gone"; the relist's connection drops after its first chunk
     (which still held x: Kopf yields it, then returns without LISTED); x then leaves the selection
     (another shard's now); the next listing, complete, does not hold x. x left: it must not read as
-    still selected (its recheck would run here on its last state while the other shard serves it)."""
+    still selected (its recheck would run here on its last state while the other shard serves it).
+    (Was: the stream of every connection read as one, x stamped as of the next complete listing.)"""
     api = ScriptedApi([([body("x")], False), ([body("x")], True), ([], False)])
     async for _ in watch(api, monkeypatch):
         pass
-    assert listings.listed == 2  # two complete listings: the first and the last
     assert not listings.holds(body("x"))
+    assert listings.listed == 3  # the last complete listing: the third (the second was cut)
 
 
 async def test_an_indexer_that_raises_does_not_lose_the_wakeup(
@@ -168,25 +184,43 @@ async def test_a_child_deleted_and_recreated_under_its_name_wakes_both_parents_a
     assert "u-c1-again" not in objects._last_keys
 
 
-@pytest.mark.xfail(strict=True, reason="a child gone while the watch was down (no DELETED on the relist) stays "
-                                       "in _last_keys for good (as in Kopf's own index): unbounded, unlike the LRU")
-async def test_a_child_gone_while_the_watch_was_down_is_not_remembered_for_ever(patched: None) -> None:
-    """c1 of a is listed; the watch goes down; c1 is deleted meanwhile; Kopf's relist does not hold
-    it and emits no DELETED for it. Its entry of which parents it belonged to must not outlive the
-    child for good (every such child adds one, never dropped: unbounded, where the LRU it replaced
-    was bounded)."""
+async def test_a_child_gone_while_the_watch_was_down_is_forgotten_and_its_parent_woken(
+        patched: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """c1 of a is listed; the watch goes down ("410 Gone"); c1 is deleted meanwhile; Kopf's relist
+    does not hold it and emits no DELETED for it. Its entry of which parents it belonged to goes
+    with that complete relisting (was: kept for good, one more for every such child: unbounded,
+    where the LRU it replaced was bounded), and a is woken: c1 left it. c2, listed again, stays."""
     async def child_fn(**_: Any) -> Any:
         return None
 
-    registry, _ = operator(child_fn)
+    registry, source = operator(child_fn)
     process = worker_of(registry)
-    await process(child_event("c1", "a", kind=None))  # the first listing
-    await process(child_event("c2", "a", kind=None))  # the relist after the watch was down: no c1
+    c1, c2 = (child_event(name, "a", kind=None)["object"] for name in ("c1", "c2"))
+    api = ScriptedApi([([c1, c2], False), ([c2], False)])
+    settings = api.serve(monkeypatch)
+    woken = asyncio.Event()
+    forget = objects.wait(source.wake_keys(parent_body("a")), woken)
+    remembered: list[bool] = []
+
+    async def kopf_watcher(**_: Any) -> None:  # Kopf's watcher: its stream, each object's event to its worker
+        async for raw_event in watching.infinite_watch(settings=settings, resource=RESOURCE, namespace=None,
+                                                       _iterations=2):
+            if isinstance(raw_event, dict):
+                await process(raw_event)
+            elif api.connection == 1:  # the first listing is complete
+                remembered.append("u-c1" in objects._last_keys)
+                woken.clear()
     try:
-        assert "u-c1" not in objects._last_keys
+        await requeue.wrap_watcher(kopf_watcher)(
+            settings=settings, resource=RESOURCE, operator_paused=None,
+            processor=functools.partial(processing.process_resource_event, registry=registry))
+        assert remembered == [True]
+        assert "u-c1" not in objects._last_keys and "u-c2" in objects._last_keys
+        assert woken.is_set()
     finally:
-        for name in ("c1", "c2"):
-            await process(child_event(name, "a", kind="DELETED"))
+        forget()
+        for body in (c1, c2):
+            await process({"type": "DELETED", "object": body})
 
 
 class InitialStreams:
@@ -233,8 +267,8 @@ async def test_a_cut_initial_stream_does_not_drop_an_object_still_selected(
     settings = configuration.OperatorSettings()
     settings.watching.reconnect_backoff = 0
     settings.watching.initial_streaming = True
-    async for _ in requeue.wrap_watch(watching.infinite_watch)(
-            settings=settings, resource=RESOURCE, namespace=None, _iterations=2):
+    monkeypatch.setattr(watching, "continuous_watch", requeue.wrap_watch(watching.continuous_watch))
+    async for _ in watching.infinite_watch(settings=settings, resource=RESOURCE, namespace=None, _iterations=2):
         pass
     assert streams.calls == [None, None, "20"]  # Kopf's own reconnection, as described
     # Such a stream cannot vouch (the API server is asked instead): never read as left.
@@ -268,8 +302,8 @@ async def test_after_a_relist_the_recheck_of_an_object_still_selected_runs(
     settings.watching.reconnect_backoff = 0
     settings.watching.initial_streaming = True
     settings.watching.label_selectors[RESOURCE.plural] = "shard=a"
-    async for _ in requeue.wrap_watch(watching.infinite_watch)(
-            settings=settings, resource=RESOURCE, namespace=None, _iterations=2):
+    monkeypatch.setattr(watching, "continuous_watch", requeue.wrap_watch(watching.continuous_watch))
+    async for _ in watching.infinite_watch(settings=settings, resource=RESOURCE, namespace=None, _iterations=2):
         pass
 
     seen: list[Any] = []
@@ -314,8 +348,9 @@ async def test_stock_parity_the_watch_stream_is_kopfs_own_where_nothing_is_selec
     api.connection = 0
     token = requeue._listings.set(selection.Listings())
     try:
-        ours = await collect(requeue.wrap_watch(watching.infinite_watch)(
-            settings=settings, resource=RESOURCE, namespace=None, _iterations=3))
+        monkeypatch.setattr(watching, "continuous_watch", requeue.wrap_watch(watching.continuous_watch))
+        ours = await collect(watching.infinite_watch(settings=settings, resource=RESOURCE, namespace=None,
+                                                     _iterations=3))
     finally:
         requeue._listings.reset(token)
     assert ours == stock and len(ours) == 5  # x, y, LISTED; y (cut); LISTED

@@ -35,6 +35,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from kopf_outcomes import objects
 from kopf_outcomes._kopf import held, listing, selection
 from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
@@ -156,25 +157,29 @@ def _listed() -> bool:
 def wrap_watcher(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
     """Kopf's watcher of a resource, whose workers learn Kopf's pause (every supported Kopf passes it)
     and, where the API server selects, what its watch stream says is still selected; known to
-    :mod:`.listing` until it has listed its resource."""
+    :mod:`.listing` until it has listed its resource. Where its objects fill our indices, a complete
+    relisting also tells :func:`.objects.left` of those it no longer holds (they went unseen)."""
     async def watcher(**kwargs: Any) -> None:
         _pause.set(kwargs.get("operator_paused"))  # in the watcher's own task: its workers inherit it
-        if any(selection.server_selection(kwargs.get("settings"), kwargs.get("resource"))):
-            _listings.set(selection.Listings())  # its stream (wrap_watch) and its workers share it
+        processor, resource = kwargs.get("processor"), kwargs.get("resource")
+        registry = processor.keywords.get("registry") if isinstance(processor, functools.partial) else None
+        if any(selection.server_selection(kwargs.get("settings"), resource)) or listing.own_indices(registry, resource):
+            _listings.set(selection.Listings(objects.left))  # its stream (wrap_watch) and its workers share it
         await listing.watched(original, kwargs)  # an index is complete once listed (unknown is not none)
     return watcher
 
 
 def wrap_watch(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-    """Kopf's ``watching.infinite_watch``, noted on the way where its watcher's resource is selected."""
-    def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
+    """Kopf's ``watching.continuous_watch`` (one connection: a listing, then its watch), noted on the
+    way where its watcher keeps :class:`.selection.Listings`."""
+    def continuous_watch(**kwargs: Any) -> AsyncIterator[Any]:
         listings = _listings.get()
         stream = original(**kwargs)
         if listings is None:
             return stream
         watching = getattr(kwargs.get("settings"), "watching", None)
         return listings.stamped(stream, initial_streaming=bool(getattr(watching, "initial_streaming", False)))
-    return infinite_watch
+    return continuous_watch
 
 
 def pause_of(processor: Any) -> Pause | None:

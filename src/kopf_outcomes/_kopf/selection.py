@@ -7,13 +7,13 @@ restarted from a new listing is not told) is not rechecked on its last state (``
 
 Whether an object is still selected is read off the watch itself (:class:`Listings`): the API
 server tells a watch that stays connected of an object that leaves its selection (a DELETED
-event), and a new listing (after "410 Gone") holds every object still selected; one that was in
-none since the last listing has left. No request per recheck.
+event), and a new complete listing (after "410 Gone") holds every object still selected; one that
+was in none since the last complete listing has left. No request per recheck.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, NamedTuple
 
 from kopf_outcomes._kopf.internals import kopf_api, watching
@@ -84,33 +84,51 @@ async def still_selected(settings: Any, resource: Any, selection: Selection, bod
 
 
 class Listings:
-    """One watch of a selected resource: how many listings it has completed, and for each object
-    the listing it was last seen in or after (its events carry it). An object is still selected
-    while it was seen in or after the last complete listing; it is forgotten when it goes."""
+    """One watcher's stream of a resource: for each object, the listing (the connection of Kopf's
+    ``continuous_watch`` that began with it) it was last seen in or after, and which listing was the
+    last to complete. An object is still in the watch while it was seen in or after that listing.
+    One that a complete listing does not hold left unseen (no DELETED while the watch was down): it
+    is forgotten then, and ``left`` is told. A listing cut midway completes nothing: what it held is
+    read against the listing before it, and then against the next complete one."""
 
-    def __init__(self) -> None:
-        self.listed = 0
+    def __init__(self, left: Callable[[list[str]], None] | None = None) -> None:
+        self.listings = 0  # the listings begun: one per connection
+        self.listed = 0  # the last one that completed
         self.seen: dict[str, int] = {}
         self.vouches = True
+        self.left = left
 
     async def stamped(self, stream: AsyncIterator[Any], *, initial_streaming: bool = False) -> AsyncIterator[Any]:
-        """Kopf's watch stream, passed on as it is, each object's event noted on the way. With Kopf's
-        ``initial_streaming``, a cut initial stream that Kopf resumes still ends in LISTED, though
-        it did not resend every object: such a stream cannot vouch for what left (unknown, not none)."""
+        """One connection of Kopf's watch (its listing, then its watch), passed on as it is, each
+        object's event noted on the way. With Kopf's ``initial_streaming``, a cut initial stream
+        that Kopf resumes still ends in LISTED, though it did not resend every object: such a stream
+        cannot vouch for what left (unknown, not none)."""
         if initial_streaming:
             self.vouches = False
+        self.listings += 1
+        listing = self.listings
         async for raw_event in stream:
             if raw_event is watching.Bookmark.LISTED:
-                self.listed += 1
+                self.listed = listing
+                if self.vouches:
+                    self._forget_unlisted()
             elif isinstance(raw_event, dict) and isinstance(raw_event.get("object"), dict):
                 uid = (raw_event["object"].get("metadata") or {}).get("uid")
                 if uid is None:
                     pass  # a BOOKMARK event: no object
                 elif raw_event.get("type") == "DELETED":
                     self.seen.pop(uid, None)
-                else:  # a listing's event counts for the listing under way
-                    self.seen[uid] = self.listed + (1 if raw_event.get("type") is None else 0)
+                else:
+                    self.seen[uid] = listing
             yield raw_event
+
+    def _forget_unlisted(self) -> None:
+        """The objects the listing just completed does not hold: they left while the watch was down."""
+        gone = [uid for uid, listing in self.seen.items() if listing < self.listed]
+        for uid in gone:
+            del self.seen[uid]
+        if gone and self.left is not None:
+            self.left(gone)
 
     def holds(self, body: Any) -> bool | None:
         """Whether the object was seen in or after the last complete listing (else it left unseen);

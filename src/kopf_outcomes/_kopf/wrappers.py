@@ -13,8 +13,9 @@ decide stays Kopf's own.
   rechecks sleep there and run again without a write (:mod:`.requeue`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 - ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
-- ``watching.infinite_watch`` — where the API server selects, its stream tells the workers which
-  objects it still sends: a recheck asks no LIST (:class:`.selection.Listings`).
+- ``watching.continuous_watch`` — where the API server selects, its stream tells the workers which
+  objects it still sends: a recheck asks no LIST; where objects fill our indices, a complete
+  relisting forgets those it no longer holds (:class:`.selection.Listings`).
 - ``indexing.index_resource`` — a watched object's change wakes the parents that wait on it as soon
   as Kopf's indices know it (:mod:`.indexed`), not after the object's own handlers.
 - ``observation.revise_namespaces`` — only to know Kopf's view of the namespaces that exist
@@ -62,7 +63,7 @@ class Wrappers:
             (queueing, "worker"): queueing.worker,
             (queueing, "watcher"): queueing.watcher,
             (indexing, "index_resource"): indexing.index_resource,
-            (watching, "infinite_watch"): watching.infinite_watch,
+            (watching, "continuous_watch"): watching.continuous_watch,
             (observation, "revise_namespaces"): observation.revise_namespaces,
             (finalizers, "allow_deletion"): finalizers.allow_deletion,
             (patches.Patch, "as_json_patch"): patches.Patch.as_json_patch,
@@ -78,7 +79,7 @@ class Wrappers:
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
         self.index_resource = indexed.wrap(indexing.index_resource)  # parents woken when the index knows
-        self.infinite_watch = requeue.wrap_watch(watching.infinite_watch)  # what a selected watch still sends
+        self.continuous_watch = requeue.wrap_watch(watching.continuous_watch)  # what a watch still sends
         self.revise_namespaces = listing.wrap_revise_namespaces(observation.revise_namespaces)
         self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
         self.as_json_patch = held.wrap_json_patch(patches.Patch.as_json_patch)  # another shard's: no diff
