@@ -156,7 +156,9 @@ def kopf_outcomes_object_gone(resource: ResourceRef | None, body: Mapping[str, A
     every resource that Kopf watches; again if it comes back and leaves again: where the API
     server selects the objects (Kopf 1.45's ``settings.watching.label_selectors``, as shards by
     label do), an object relabelled out of the selection is "deleted" for this operator while it
-    lives on elsewhere. Must be cheap: no API calls.
+    lives on elsewhere; where Kopf filters by a declared shard's label instead, an object
+    relabelled to another shard is told once as it moves (Kopf runs none of its handlers here).
+    Must be cheap: no API calls.
 
     :param resource: the resource kind.
     :param body: the object's last state.

@@ -6,10 +6,7 @@ types its blocks; ``KOPF_OUTCOMES_RECORD=DIR`` writes the outputs there (to refr
 """
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
-
-import pytest
 
 from kopf_outcomes_testing import ClusterInfo
 from tests.docs.blocks import ROOT
@@ -19,9 +16,6 @@ from tests.e2e.test_prometheus import free_port
 PAGE = ROOT / "docs" / "howto" / "on-call.md"
 
 
-@pytest.mark.skipif(importlib.metadata.version("kopf").startswith("1.37."), reason=(
-    "the page's outputs are Kopf 1.45's; on Kopf 1.37 the waiting gauge reads 2.0 where the page shows 1.0 "
-    "(not yet explained: open in the closing note of issue 44's wave)"))
 def test_the_page_runs_as_written_and_shows_what_it_prints(cluster: ClusterInfo, namespace: str,
                                                            tmp_path: Path) -> None:
     port = str(free_port())  # the page's 9464 may be taken on a shared machine

@@ -35,7 +35,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from kopf_outcomes import objects
+from kopf_outcomes import objects, shards
 from kopf_outcomes._kopf import held, listing, selection
 from kopf_outcomes._kopf.internals import changes_only, operator_registry
 from kopf_outcomes.memory import MemoryRecord
@@ -196,7 +196,8 @@ Gone = Callable[[Any, Mapping[str, Any]], None]  # Kopf's resource, the object's
 def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callable[..., Awaitable[None]]:
     """Kopf's per-object worker, with the object's queue and current event known to apply(), and
     the operator's registry known to the cycles (every handler's result is the operator's write);
-    ``gone`` is told each object whose deletion Kopf has processed."""
+    ``gone`` is told each object whose deletion Kopf has processed, and each that moved to another
+    shard where Kopf filters by the declared shard's label (:func:`moved_away`)."""
     async def worker(**kwargs: Any) -> None:
         stream = kwargs["streams"][kwargs["key"]]
         processor = kwargs["processor"]
@@ -205,12 +206,17 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
         keywords = processor.keywords if isinstance(processor, functools.partial) else {}
         registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
-        held.sharded.set(held.shards_resource(registry, resource))  # a declared shard refuses only its resource's
+        sharded = held.shards_resource(registry, resource)
+        held.sharded.set(sharded)  # a declared shard refuses only its resource's
         _runs.set({})
         selected = selection.server_selection(settings, resource)  # what the API server sends of it (Kopf 1.45)
+        away = False  # the object is another shard's, and ``gone`` was told
 
         async def processing(**processor_kwargs: Any) -> Any:
+            nonlocal away
             raw_event = processor_kwargs["raw_event"]
+            if sharded is True and raw_event.__class__ is not Requeued and raw_event.get("type") != "DELETED":
+                away = moved_away(raw_event.get("object") or {}, away, lambda body: gone(resource, body))
             if raw_event.__class__ is Requeued:
                 if pause is not None and pause.is_on():
                     return None  # a recheck queued before the pause: not this replica's to run now
@@ -230,6 +236,19 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
 
         await original(**{**kwargs, "processor": processing})
     return worker
+
+
+def moved_away(body: Mapping[str, Any], away: bool, gone: Callable[[Mapping[str, Any]], None]) -> bool:
+    """Whether the object of a resource that the declared shard divides is another shard's now;
+    ``gone`` told once when it moves away. Where Kopf filters by the shard's label (Kopf < 1.45, or
+    no server-side selection), it still sends the object but runs none of its handlers here, and no
+    cycle says that nothing of it waits here any more (the API server's selection sends a DELETED
+    instead). Told before Kopf's processing: a handler of the resource that does not filter by the
+    shard, and still runs here, says again in its cycle what of the object waits."""
+    others = shards.others(body)
+    if others and not away:
+        gone(body)
+    return others
 
 
 async def still_selected(settings: Any, resource: Any, selected: selection.Selection, body: Mapping[str, Any]) -> bool:
