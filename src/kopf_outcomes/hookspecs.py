@@ -157,7 +157,8 @@ def kopf_outcomes_object_gone(resource: ResourceRef | None, body: Mapping[str, A
     server selects the objects (Kopf 1.45's ``settings.watching.label_selectors``, as shards by
     label do), an object relabelled out of the selection is "deleted" for this operator while it
     lives on elsewhere; where Kopf filters by a declared shard's label instead, an object
-    relabelled to another shard is told once as it moves (Kopf runs none of its handlers here).
+    relabelled to another shard is told as it moves (Kopf runs none of its handlers here), and an
+    object of another shard may be told again, once each time Kopf starts a worker for its events.
     Must be cheap: no API calls.
 
     :param resource: the resource kind.
