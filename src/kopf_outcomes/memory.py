@@ -29,7 +29,7 @@ from kopf_outcomes.digest import digest
 from kopf_outcomes.objects import ObjectRef
 
 __all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "present", "read",
-           "consume_release", "own", "release_answers", "record", "release_requested", "write"]
+           "consume_release", "own", "release_answers", "record", "release_requested", "release_value", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
 DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -98,6 +98,10 @@ class MemoryRecord(_Conclusion, total=False):
         A retained handler's: the release annotation's value already there when it was retained
         (and still answering a retention before it): that value releases none of it. It goes when
         that annotation does.
+    ``stamp`` (str)
+        A retained handler's: made as it is retained, and carried by the release that answers this
+        retention (``<handler>@<stamp>``), so that no release set before it, or without knowing
+        of it, can release it.
     """
 
     since: str
@@ -112,6 +116,7 @@ class MemoryRecord(_Conclusion, total=False):
     key: str
     seen: list[dict[str, Any]]
     ignored_release: str
+    stamp: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,6 +263,7 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("key", ""), str)
             and _seen(record.get("seen", []))
             and isinstance(record.get("ignored_release", ""), str)
+            and isinstance(record.get("stamp", ""), str)
             and _paths(depends_on) and _paths(record.get("ignore", [])))
 
 
@@ -292,7 +298,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
            recheck: float | None = None,
            objects: str | None = None, woken_by: list[list[str]] | None = None,
            deadline: str | None = None, uid: str | None = None, key: str | None = None,
-           seen: list[dict[str, Any]] | None = None, ignored_release: str | None = None) -> MemoryRecord:
+           seen: list[dict[str, Any]] | None = None, ignored_release: str | None = None,
+           stamp: str | None = None) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -322,6 +329,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["seen"] = seen
     if ignored_release is not None:
         new["ignored_release"] = ignored_release
+    if stamp is not None:
+        new["stamp"] = stamp
     return new
 
 
@@ -355,20 +364,38 @@ def write(
 
 
 def release_requested(body: Mapping[str, Any], handler_id: str, keys: MemoryKeys = DEFAULT_KEYS) -> bool:
-    """Whether a person annotated the object to release this handler's retained finalizer."""
-    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
-    if not isinstance(value, str):
-        return False
-    names = {name.strip() for name in value.split(",")}
-    return handler_id in names or "*" in names
+    """Whether the release annotation names this handler (or ``*``), with a stamp or without."""
+    return any(name in (handler_id, "*") for name, _ in _releases(body, keys))
 
 
 def release_answers(body: Mapping[str, Any], handler_id: str, record: MemoryRecord,
                     keys: MemoryKeys = DEFAULT_KEYS) -> bool:
-    """Whether the release annotation releases this retained handler: it names it (or ``*``), and
-    is not the one already there when the handler was retained (``ignored_release``)."""
+    """Whether the release annotation releases this retained handler: it names it with the stamp of
+    this retention (``<handler>@<stamp>``), which exists only from the retention on; and it is not
+    the one already there when the handler was retained (``ignored_release``). A retention recorded
+    without a stamp (by a version before stamps) is answered by its name, or ``*``, as it was then."""
     value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
-    return release_requested(body, handler_id, keys) and record.get("ignored_release") != value
+    if record.get("ignored_release") == value:
+        return False
+    stamp = record.get("stamp")
+    if stamp is None:
+        return release_requested(body, handler_id, keys)
+    return (handler_id, stamp) in _releases(body, keys)
+
+
+def release_value(handler_id: str, record: Mapping[str, Any]) -> str:
+    """The release annotation's value that answers this retention (what the logs and ``why`` print)."""
+    stamp = record.get("stamp")
+    return f"{handler_id}@{stamp}" if isinstance(stamp, str) else handler_id
+
+
+def _releases(body: Mapping[str, Any], keys: MemoryKeys) -> set[tuple[str, str | None]]:
+    """The release annotation's entries, comma-separated: ``<handler>@<stamp>``, or an unstamped name."""
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
+    if not isinstance(value, str):
+        return set()
+    entries = (entry.strip().rpartition("@") for entry in value.split(","))
+    return {(name, stamp) if sep else (stamp, None) for name, sep, stamp in entries}
 
 
 def consume_release(body: Mapping[str, Any], patch: MutableMapping[str, Any], keys: MemoryKeys = DEFAULT_KEYS) -> None:

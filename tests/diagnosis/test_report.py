@@ -70,12 +70,14 @@ def test_a_long_handler_id_is_found_through_kopfs_key_convention():
 def test_retained_names_the_finalizer_and_the_operators_own_release_annotation():
     finalizer = "my-op.example.com/finalizer"
     keys = memory.keys_for(finalizer)
-    record = memory.record(None, digest="d", outcome="retained", reason="lost", parked=True, depends_on=None)
+    record = memory.record(None, digest="d", outcome="retained", reason="lost", parked=True, depends_on=None,
+                           stamp="a1b2c3")
     found = body({keys.memory: json.dumps({"delete_fn": record})}, finalizers=[finalizer, "other/one"])
     got = report(KIND, found, finalizer=finalizer, now=NOW)
     assert got["finalizers"] == [{"name": finalizer, "operator": True, "retainedBy": ["delete_fn"]},
                                  {"name": "other/one", "operator": False, "retainedBy": []}]
-    assert got["handlers"][0]["release"] == f"kubectl annotate kopfexamples.kopf.dev x -n ns {keys.release}=delete_fn"
+    assert got["handlers"][0]["release"] == (f"kubectl annotate --overwrite kopfexamples.kopf.dev x -n ns "
+                                             f"{keys.release}=delete_fn@a1b2c3")  # this retention's stamp
     assert report(KIND, found, now=NOW)["handlers"] == []  # the default operator has no memory here
 
 

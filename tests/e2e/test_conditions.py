@@ -14,6 +14,7 @@ import pytest
 
 from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import create_example, eventually, get_example
+from tests.e2e.releases import stamped
 from tests.e2e.test_outcomes import gone, start_deleting
 
 # The API server's refusal as a log line names it: 422 alone, not inside a number such as a
@@ -120,8 +121,9 @@ async def test_a_retained_finalizer_says_how_to_release_it_and_that_command_work
         retained = await eventually(
             lambda: condition(objects, namespace, "f", "DeleteFnSucceeded", "FinalizerRetained"),
             what="the retained condition")
-        command = (f"kubectl annotate kopfexamples.kopf.dev f -n {namespace} "
-                   f"outcomes.kopf.zalando.org/release=delete_fn")
+        release = await stamped(objects, namespace, "f", "delete_fn")  # delete_fn@<its stamp>
+        command = (f"kubectl annotate --overwrite kopfexamples.kopf.dev f -n {namespace} "
+                   f"outcomes.kopf.zalando.org/release={release}")
         assert retained["status"] == "False"
         assert retained["message"] == (
             "Handler 'delete_fn' failed permanently: the external system lost the record. The finalizer is "

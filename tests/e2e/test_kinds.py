@@ -15,6 +15,7 @@ import pytest
 from kopf_outcomes.memory import RELEASE_ANNOTATION
 from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import create_example, eventually
+from tests.e2e.releases import stamped
 from tests.e2e.test_memory import patch
 from tests.e2e.test_outcomes import finalized, gone, runs, start_deleting
 
@@ -98,7 +99,8 @@ async def test_retain_holds_on_every_final_failure_until_released(path, objects,
         await asyncio.sleep(3)
         assert await finalized(objects, namespace, path)  # kept, past retries=, timeout= and errors=PERMANENT
         handler = {"retries": "exhausted", "timeout": "timed_out", "bug": "buggy"}[path]
-        await patch(objects, namespace, path, {"metadata": {"annotations": {RELEASE_ANNOTATION: handler}}})
+        release = await stamped(objects, namespace, path, handler)
+        await patch(objects, namespace, path, {"metadata": {"annotations": {RELEASE_ANNOTATION: release}}})
         await eventually(lambda: gone(objects, namespace, path), timeout=15, what="released")
 
 

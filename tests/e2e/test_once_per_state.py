@@ -7,6 +7,7 @@ import re
 
 from kopf_outcomes.memory import RELEASE_ANNOTATION
 from tests.e2e.conftest import eventually, get_example
+from tests.e2e.releases import stamped
 from tests.e2e.test_outcomes import finalized, gone, start_deleting
 
 OPERATOR = "tests/e2e/operators/once_operator.py"
@@ -42,7 +43,7 @@ async def test_a_release_answers_one_retention(objects, namespace, operator):
         await start_deleting(objects, namespace, "r", {"mode": "retained"})
         await op.wait_for(lambda r: "Handler 'a_fn' failed permanently" in r.message, what="a_fn retained")
         await op.wait_for(lambda r: "Handler 'b_fn' is pending" in r.message, what="b_fn waiting")
-        await annotate(objects, namespace, "r", "*")  # release what is retained now: a_fn
+        await annotate(objects, namespace, "r", await stamped(objects, namespace, "r", "a_fn"))  # retained now
         await op.wait_for(lambda r: "Handler 'a_fn' is released" in r.message, what="a_fn released")
         async def consumed() -> bool:
             return RELEASE_ANNOTATION not in await annotations(objects, namespace, "r")
@@ -52,9 +53,14 @@ async def test_a_release_answers_one_retention(objects, namespace, operator):
                                                      {"spec": {"go": True}}, _content_type=MERGE)
         await op.wait_for(lambda r: "Handler 'b_fn' failed permanently" in r.message, what="b_fn retained")
         await asyncio.sleep(2)  # events of the retention's own write come and go
-        assert await finalized(objects, namespace, "r")  # the '*' answered a_fn's retention only
+        assert await finalized(objects, namespace, "r")  # the release answered a_fn's retention only
 
-        await annotate(objects, namespace, "r", "b_fn")
+        await annotate(objects, namespace, "r", "b_fn")  # the old form: no stamp of b_fn's retention
+        error = await op.wait_for(lambda r: r.level == "ERROR" and "does not release" in r.message, what="held")
+        assert f"{RELEASE_ANNOTATION}=b_fn@" in error.message  # it says the value that releases it
+        await asyncio.sleep(1)
+        assert await finalized(objects, namespace, "r")
+        await annotate(objects, namespace, "r", await stamped(objects, namespace, "r", "b_fn"))
         await eventually(lambda: gone(objects, namespace, "r"), what="the object to go")
 
 

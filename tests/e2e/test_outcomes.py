@@ -9,6 +9,7 @@ from kubernetes_asyncio import client
 from kopf_outcomes.memory import RELEASE_ANNOTATION
 from kopf_outcomes_testing.process import OperatorProcess, summary
 from tests.e2e.conftest import create_example, eventually, get_example
+from tests.e2e.releases import stamped
 
 OPERATOR = "tests/e2e/operators/outcomes_operator.py"
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -115,7 +116,7 @@ async def test_fatal_retained_keeps_the_object_until_released_by_annotation(api,
 
         await objects.patch_namespaced_custom_object(
             "kopf.dev", "v1", namespace, "kopfexamples", "f",
-            {"metadata": {"annotations": {RELEASE_ANNOTATION: "delete_fn"}}},
+            {"metadata": {"annotations": {RELEASE_ANNOTATION: await stamped(objects, namespace, "f", "delete_fn")}}},
             _content_type="application/merge-patch+json")
         await eventually(lambda: gone(objects, namespace, "f"), what="the released object to go")
         assert runs(op) == 1  # released without running the handler again

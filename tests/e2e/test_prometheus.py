@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kopf_outcomes.memory import RELEASE_ANNOTATION
 from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import eventually
+from tests.e2e.releases import stamped
 from tests.e2e.test_outcomes import gone, start_deleting
 
 OPERATOR = "tests/e2e/operators/metrics_operator.py"
@@ -147,7 +148,7 @@ async def test_metrics_story_with_a_restart_while_parked(cluster, objects, names
         # A person releases the retained finalizer; the last one is called back.
         await objects.patch_namespaced_custom_object(
             "kopf.dev", "v1", namespace, "kopfexamples", "f",
-            {"metadata": {"annotations": {RELEASE_ANNOTATION: "delete_fn"}}},
+            {"metadata": {"annotations": {RELEASE_ANNOTATION: await stamped(objects, namespace, "f", "delete_fn")}}},
             _content_type="application/merge-patch+json")
         await eventually(lambda: gone(objects, namespace, "f"), what="f to go")
         await patch_spec(objects, namespace, "p3", {"onDelete": "success"})

@@ -19,6 +19,7 @@ import yaml
 
 from kopf_outcomes_testing.cluster.audit import AuditLog
 from tests.e2e.conftest import eventually
+from tests.e2e.releases import stamped
 from tests.e2e.test_outcomes import FINALIZER, gone, start_deleting
 
 OPERATOR = "tests/e2e/operators/why_operator.py"
@@ -88,8 +89,9 @@ async def test_why_and_stuck(cluster, objects, namespace, operator, storage, pre
                (1, "the external system is busy")
 
         # Retained on purpose: the finalizer says by whom, and the handler how to release it.
-        command = (f"kubectl annotate kopfexamples.kopf.dev retained -n {namespace} "
-                   f"outcomes.kopf.zalando.org/release=delete_fn")
+        release = await stamped(objects, namespace, "retained", "delete_fn")  # delete_fn@<its stamp>
+        command = (f"kubectl annotate --overwrite kopfexamples.kopf.dev retained -n {namespace} "
+                   f"outcomes.kopf.zalando.org/release={release}")
         retained = {h["id"]: h for h in reports["retained"]["handlers"]}["delete_fn"]
         assert retained["release"] == command
         assert reports["retained"]["finalizers"] == [{"name": FINALIZER, "operator": True,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -274,24 +275,40 @@ class Histories(RuleBasedStateMachine):
     @precondition(lambda self: self.api.body is not None)
     @rule(index=st.integers(0, 2))
     def person_releases(self, index: int) -> None:
+        """A person releases as the docs say: the retained handler's id with the stamp its retention
+        shows (``why``, the log); ``*``, or a handler that shows no retention, without a stamp."""
         names = ["*", *(h.id for h in self._deletion_handlers())]
         name = names[index % len(names)]
+        stamps = self._stamps_shown()
+        value = ",".join(f"{h}@{stamps[h]}" for h in sorted(stamps) if name in ("*", h)) or name
         # Set while older events wait, it may meet a retention made on a view without it (release-race).
         self.release_raced = self.release_raced or bool(self.api.queue)
-        self.api.user_patch({"metadata": {"annotations": {RELEASE_ANNOTATION: name}}})
-        self.releases.append(name)
+        self.api.user_patch({"metadata": {"annotations": {RELEASE_ANNOTATION: value}}})
+        self.releases.append(value)
         self._count_releases()
 
+    def _stamps_shown(self) -> dict[str, str]:
+        """The retentions the object shows now, by handler: the stamps a release must carry."""
+        annotations = (self.api.body or {}).get("metadata", {}).get("annotations") or {}
+        try:
+            records = json.loads(annotations.get(MEMORY_ANNOTATION) or "{}")
+        except ValueError:
+            return {}
+        return {hid: record["stamp"] for hid, record in records.items() if isinstance(record, dict)
+                and record.get("outcome") == "retained" and isinstance(record.get("stamp"), str)}
+
     def _count_releases(self) -> None:
-        """The handlers a person's releases answer: those that may be retained when it is set; with
-        release-race open, where a retention may have been made on a view older than the release (a
-        stale cycle, or events older than it still queued), any it names: the operator cannot tell
-        such a release from one set after the retention."""
+        """The handlers a person's releases answer: the retentions whose stamp a release carries
+        (only a person who saw that retention can have written it); with release-race open, where a
+        retention may have been made on a view older than the release (a stale cycle, or events older
+        than it still queued), any unstamped one it names that may be retained."""
         racing = "release-race" in KNOWN_OPEN and (self.saw_stale or self.release_raced)
-        for name in self.releases:
-            for handler in self._deletion_handlers():
-                if name in ("*", handler.id) and (racing or model.RETAIN in self._possible(handler)):
-                    self.released_by_person.add(handler.id)
+        for value in self.releases:
+            for entry in value.split(","):
+                name, stamped, _ = entry.partition("@")
+                for handler in self._deletion_handlers():
+                    if name in ("*", handler.id) and (stamped or racing) and model.RETAIN in self._possible(handler):
+                        self.released_by_person.add(handler.id)
 
     @precondition(lambda self: self.api.body is not None)
     @rule()

@@ -62,6 +62,22 @@ def test_a_release_annotation_from_before_the_deletion_releases_no_later_retenti
             history.time_passes(seconds=61)  # the Retry's delay passes; then retries=1 is used up
 
 
+@open_finding("release-race", "a release set before a retention answers it where it was retained on an older view")
+def test_a_release_set_before_the_retention_is_made_releases_none_of_it() -> None:
+    """A person annotates the release while the deletion's event is still queued: the operator
+    retains the deletion handler (``Fatal``, ``fatal_on_delete = "retain"``) on that older view,
+    which has no annotation, so its PATCH leaves the annotation in place. The next event carries
+    both the retention and the release: read as answering it, the finalizer goes, though nobody
+    released that retention (it did not exist when the annotation was set). Only a release
+    stamped with the retention it answers can tell the two apart (issue 42, memory review #8)."""
+    policy = PolicySpec(defaults={"fatal_on_delete": "retain"}, handlers={})
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["fatal"], policy=policy) as history:
+        deliver_all(history)
+        history.delete()
+        history.person_releases(index=1)  # "hdl0-delete", while the deletion's event is still queued
+        deliver_all(history)
+
+
 @open_finding("stale-view", "an event older than one seen runs a parked handler on a memory from before")
 def test_an_event_older_than_one_seen_starts_no_side_effect_twice() -> None:
     """The deletion handler parked (``Pending``) and its memory is in the object. After a restart the

@@ -87,7 +87,7 @@ def test_fatal_is_retained_only_on_deletion():
                             reason="delete")
     assert (created["reason"], deleted["reason"]) == ("Failed", "FinalizerRetained")
     assert deleted["message"].endswith(
-        "kubectl annotate kopfexamples.kopf.dev x -n ns outcomes.kopf.zalando.org/release=delete_fn")
+        "kubectl annotate --overwrite kopfexamples.kopf.dev x -n ns outcomes.kopf.zalando.org/release=delete_fn")
 
 
 def test_handlers_without_a_cause_reason_write_nothing():
@@ -100,7 +100,7 @@ def test_the_release_annotation_is_the_retaining_operators_own():
     from kopf_outcomes import memory
 
     mine, other = memory.keys_for("my-op.example.com/finalizer"), memory.keys_for(None)
-    record = {"digest": "d", "outcome": "retained", "reason": "broken"}
+    record = {"digest": "d", "outcome": "retained", "reason": "broken", "stamp": "a1b2c3"}
     body_ = body(conditions=[])
     body_["metadata"]["finalizers"] = [memory.DEFAULT_FINALIZER, "my-op.example.com/finalizer"]
     body_["metadata"]["annotations"] = {other.memory: '{"delete_fn": {"digest": "d", "outcome": "pending", '
@@ -109,7 +109,7 @@ def test_the_release_annotation_is_the_retaining_operators_own():
     kopf_outcomes_observe_outcome(run(body_, handler="delete_fn", reason="delete"),
                                   Fatal("broken", on_delete="retain"), patch)
     [condition, _] = patch["status"]["conditions"]
-    assert condition["message"].endswith(f" {mine.release}=delete_fn")
+    assert condition["message"].endswith(f" {mine.release}=delete_fn@a1b2c3")  # this retention's stamp
     assert mine.release != other.release
 
 

@@ -30,6 +30,7 @@ from tests.unit.kopf_objects import (
     run_handlers,
     state_for,
 )
+from tests.unit.releases import stamped
 from tests.unit.test_patched_execution import BODY
 from tests.unit.test_subhandlers import Family
 
@@ -58,7 +59,8 @@ async def test_a_retained_sub_handler_is_not_released_by_its_parents_retries(
             assert outcomes["parent"].final is False, "the parent's retries= released the retained child"
             state = state.with_outcomes(outcomes)
     released = body_after(cause)
-    released["metadata"]["annotations"][RELEASE_ANNOTATION] = "parent/child"  # as the log line says
+    released["metadata"]["annotations"][RELEASE_ANNOTATION] = stamped(released["metadata"]["annotations"],
+                                                                 "parent/child")  # as the log line says
     outcomes = await run_handlers([parent], changing_cause(released, logger, reason=Reason.DELETE), state)
     assert outcomes["parent"].final is True  # released by the person, and only then
 

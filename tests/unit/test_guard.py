@@ -18,6 +18,7 @@ from kopf_outcomes import Pending, Retry, handler_options
 from kopf_outcomes._kopf.marks import PARKED_DELAY, RETAINED_MARK
 from kopf_outcomes.memory import RELEASE_ANNOTATION
 from tests.unit.kopf_objects import Reason, body_after, changing_cause, handler, parked_state, run_handlers
+from tests.unit.releases import stamped
 from tests.unit.test_patched_execution import BODY, Counted, raising, returning
 
 # Each path by which Kopf (or a Retry) ends a deletion handler for good: (the handler's
@@ -72,7 +73,7 @@ async def test_retain_holds_on_every_path_and_the_annotation_releases_it(
 
     assert await run_handlers([h], changing_cause(body_after(cause, spec={"size": 2}), logger), state) == {}
     released = body_after(cause)
-    released["metadata"]["annotations"][RELEASE_ANNOTATION] = "h"
+    released["metadata"]["annotations"][RELEASE_ANNOTATION] = stamped(released["metadata"]["annotations"], "h")
     outcomes = await run_handlers([h], changing_cause(released, logger), state)
     assert outcomes["h"].final is True  # released: Kopf removes the finalizer when all are done
 

@@ -19,6 +19,7 @@ import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Retry
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator, Server, server
+from tests.unit.releases import stamped
 
 __all__ = ["server"]
 
@@ -197,7 +198,7 @@ async def test_a_release_is_consumed_and_releases_no_handler_retained_later(serv
     runs: list[str] = []
     op = operator(server, retaining(runs, "a"), retaining(runs, "b", lambda status: status.get("go") == "yes"))
     await op.event()  # a retained, b waits
-    server.annotations[DEFAULT_KEYS.release] = "*"  # a person releases what is retained: a
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "h0")  # what is retained: a
     await op.event()
     assert DEFAULT_KEYS.release not in server.annotations  # answered: gone in the same PATCH
     assert {record["outcome"] for record in server.records().values()} == {"pending"}
@@ -206,6 +207,28 @@ async def test_a_release_is_consumed_and_releases_no_handler_retained_later(serv
     await op.event()
     assert server.records()["h1"]["outcome"] == "retained"
     assert not server.finalized
+
+
+@pytest.mark.parametrize("old_form", ["h", "*"])
+async def test_a_release_without_the_retentions_stamp_is_held_with_an_error_saying_how(
+        server: Server, caplog: pytest.LogCaptureFixture, old_form: str) -> None:
+    """A release must carry the stamp of the retention it answers: the old form (the name, or ``*``)
+    cannot be told from one set before the retention, so it releases nothing, and one ERROR names
+    the value that does."""
+    runs: list[str] = []
+    op = operator(server, retaining(runs, "a"))
+    await op.event()
+    assert server.records()["h"]["outcome"] == "retained"
+    server.annotations[DEFAULT_KEYS.release] = old_form
+    caplog.clear()
+    with caplog.at_level(logging.ERROR):
+        await op.event()
+    assert not server.finalized and runs == ["a"]
+    [error] = [record.message for record in caplog.records if record.levelno == logging.ERROR]
+    assert f"{DEFAULT_KEYS.release}={stamped(server.annotations, 'h')}" in error
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "h")
+    await op.event()
+    assert server.finalized and runs == ["a"]
 
 
 async def test_a_leftover_release_is_ignored_with_a_line_saying_so(
@@ -219,7 +242,7 @@ async def test_a_leftover_release_is_ignored_with_a_line_saying_so(
     assert server.records()["h"]["outcome"] == "retained" and not server.finalized
     assert DEFAULT_KEYS.release not in server.annotations
     assert any("Ignored the release annotation" in record.message for record in caplog.records)
-    server.annotations[DEFAULT_KEYS.release] = "h"  # now it answers this retention
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "h")  # now it answers this retention
     await op.event()
     assert server.finalized and DEFAULT_KEYS.release not in server.annotations
 

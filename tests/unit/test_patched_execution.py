@@ -43,6 +43,7 @@ from tests.unit.kopf_objects import (
     run_handler,
     run_handlers,
 )
+from tests.unit.releases import stamped
 
 BODY: dict[str, Any] = {
     "apiVersion": "kopf.dev/v1",
@@ -253,7 +254,7 @@ async def test_fatal_retained_on_delete_keeps_the_finalizer_until_released(
     [(level, message)] = above_debug(collector)
     assert level == logging.ERROR
     assert message.startswith("Handler 'h' failed permanently: broken. The finalizer is retained")
-    assert f"{RELEASE_ANNOTATION}=h" in message
+    assert f"{RELEASE_ANNOTATION}=h@" in message  # with the stamp of this retention
 
 
 async def test_fatal_is_retained_by_the_handlers_option(
@@ -459,7 +460,8 @@ async def test_a_retained_handler_waits_for_the_release_annotation_only(
     assert fn.calls == 1
 
     released_body = body_after(cause)
-    released_body["metadata"]["annotations"][RELEASE_ANNOTATION] = "other, h"
+    annotations = released_body["metadata"]["annotations"]
+    annotations[RELEASE_ANNOTATION] = f"other, {stamped(annotations, 'h')}"
     released = changing_cause(released_body, logger)
     collector.records.clear()
     outcomes = await run_handlers([h], released, state)

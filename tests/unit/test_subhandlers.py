@@ -19,6 +19,7 @@ from kopf_outcomes._kopf.marks import PARKED_DELAY, PARKED_MARK
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
 from kopf_outcomes.outcomes import with_deadline
 from tests.unit.kopf_objects import Reason, body_after, changing_cause, handler, parked_state, run_handlers
+from tests.unit.releases import stamped
 from tests.unit.test_patched_execution import BODY, records_in
 
 
@@ -87,7 +88,8 @@ async def test_a_retained_sub_handler_is_released_by_the_annotation(installed: A
     state = parked_state([family.handler], outcomes)
 
     released = body_after(cause)
-    released["metadata"]["annotations"][RELEASE_ANNOTATION] = "parent/child"
+    released["metadata"]["annotations"][RELEASE_ANNOTATION] = stamped(released["metadata"]["annotations"],
+                                                                 "parent/child")
     released_cause = changing_cause(released, logger, reason=Reason.DELETE)
     outcomes = await run_handlers([family.handler], released_cause, state)
 

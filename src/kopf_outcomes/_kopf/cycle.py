@@ -222,14 +222,31 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return is_parked(state)  # ours, with its memory lost or garbage: run it to conclude afresh
     body = raw_body_of(cause)
     if found["outcome"] == "retained":  # released by its own name, or by its retained sub-handler's
-        return body is not None and (memory.release_answers(body, str(handler.id), found, cycle.keys)
-                                     or child_released(cycle, str(handler.id), body))
+        if body is None:
+            return False
+        if memory.release_answers(body, str(handler.id), found, cycle.keys):
+            return True
+        unanswered_release(cycle, handler, cause, body, found)
+        return child_released(cycle, str(handler.id), body)
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
     return (found["digest"] != digest(plugins, cycle, handler, cause)
             or dependents.moved(cycle.objects, handler, cause, found))
+
+
+def unanswered_release(cycle: Cycle, handler: Handler, cause: Cause, body: Mapping[str, Any],
+                       record: MemoryRecord) -> None:
+    """A release that names this retained handler without its retention's stamp (the old form, ``*``,
+    or another retention's stamp) cannot tell this retention from one it was not meant for: it is
+    held, never released, and the ERROR says the value that releases it."""
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(cycle.keys.release)
+    if not memory.release_requested(body, str(handler.id), cycle.keys) or record.get("ignored_release") == value:
+        return
+    cause.logger.error(f"The release annotation {cycle.keys.release}={value!r} does not release {handler}: a "
+                       f"release must carry the stamp of the retention it answers. To release it, annotate: "
+                       f"{cycle.keys.release}={memory.release_value(str(handler.id), record)}")
 
 
 def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:

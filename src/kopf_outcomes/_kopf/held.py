@@ -102,7 +102,15 @@ def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
     return sorted(handler_id for handler_id, record in records.items()
                   if record["outcome"] in WAITING
                   and (ids is None or handler_id.split("/", 1)[0] in ids)
-                  and not memory.release_requested(body, handler_id, keys))
+                  and not released(body, handler_id, record, keys))
+
+
+def released(body: Mapping[str, Any], handler_id: str, record: memory.MemoryRecord, keys: memory.MemoryKeys) -> bool:
+    """A person's release of a waiting handler: by its name (or ``*``); a retained one's only with
+    its retention's stamp, as everywhere (:func:`kopf_outcomes.memory.release_answers`)."""
+    if record["outcome"] == "retained":
+        return memory.release_answers(body, handler_id, record, keys)
+    return memory.release_requested(body, handler_id, keys)
 
 
 # What an unreadable memory holds: nothing a person could name but ``*``.
@@ -181,4 +189,5 @@ def _tell(body: Mapping[str, Any], held: list[str], finalizer: str) -> None:
         f"(their memory in {keys.memory!r}), but none of this operator's handlers match the object any "
         f"more (its labels, annotations or when= moved it out, e.g. to another shard). The operator whose "
         f"handlers match it now continues from that memory; if none does, give the object back its "
-        f"labels, or release it with the annotation {keys.release}={held[0]} (or '*').")
+        f"labels, or release it with the annotation {keys.release}={held[0]} (or '*'; a retained handler "
+        f"with its retention's stamp, {held[0]}@<stamp>, as `kopf-outcomes why` prints it).")

@@ -28,9 +28,14 @@ class Parked(Exception):
 
 
 class Retained(Parked):
-    """A parked handler whose finalizer is retained after a Fatal outcome, marked as such."""
+    """A parked handler whose finalizer is retained after a Fatal outcome, marked as such; with the
+    stamp that the release answering this retention carries (the memory records it)."""
 
     mark = RETAINED_MARK
+
+    def __init__(self, reason: str, stamp: str) -> None:
+        super().__init__(reason)
+        self.stamp = stamp
 
 
 class Rechecking(kopf.TemporaryError):

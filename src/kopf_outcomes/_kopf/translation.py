@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
@@ -131,10 +132,12 @@ def guard(turn: Turn, reason: str, *, on_delete: FatalOnDelete | None = None,
         return None
     attach_events()
     name = (run.body or {}).get("metadata", {}).get("name", "")
+    stamp = secrets.token_hex(3)  # made here: no release set before this retention can carry it
+    release = memory.release_value(str(handler.id), {"stamp": stamp})
     turn.cause.logger.log(level, f"{handler} failed permanently: {reason.rstrip('.')}. The finalizer is retained; "
-                                 f"to release the object, annotate it: {cycle.keys.release}={handler.id} "
+                                 f"to release the object, annotate it: {cycle.keys.release}={release} "
                                  f"(object {name!r}).", extra=fields(handler, "retained", reason))
-    return KopfOutcome(final=False, exception=Retained(reason), delay=PARKED_DELAY)
+    return KopfOutcome(final=False, exception=Retained(reason, stamp), delay=PARKED_DELAY)
 
 
 def retain_stock(turn: Turn, outcome: KopfOutcome, on_delete: FatalOnDelete | None = None) -> KopfOutcome | None:
@@ -226,7 +229,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
                                 deadline=getattr(result.exception, "deadline", None),
                                 uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key,
-                                ignored_release=ignored if stored == "retained" else None)
+                                ignored_release=ignored if stored == "retained" else None,
+                                stamp=stamp_of(result, run.previous) if stored == "retained" else None)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
                     new["outcome"], new["reason"]):
                 hint = wakeups.fruitless(handler_id, woke)
@@ -250,6 +254,13 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
 
 
 _KEPT = frozenset({"pending", "retained"})
+
+
+def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str | None:
+    """The retention's stamp: the one its log named as it was retained; else the one it has."""
+    if isinstance(result.exception, Retained):
+        return result.exception.stamp
+    return previous.get("stamp") if previous is not None and previous["outcome"] == "retained" else None
 
 
 def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableMapping[str, Any]) -> str | None:

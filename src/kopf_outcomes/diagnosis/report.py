@@ -27,11 +27,13 @@ def records(body: Mapping[str, Any], finalizer: str = KOPF_FINALIZER) -> dict[st
     return {handler_id: dict(record) for handler_id, record in found.items()}
 
 
-def release_command(kind: Kind, body: Mapping[str, Any], handler_id: str, finalizer: str = KOPF_FINALIZER) -> str:
+def release_command(kind: Kind, body: Mapping[str, Any], handler_id: str, record: Mapping[str, Any] | None,
+                    finalizer: str = KOPF_FINALIZER) -> str:
+    """The command that answers this retention: the release carries its stamp (from the memory)."""
     metadata = body.get("metadata") or {}
     namespace = f" -n {metadata['namespace']}" if metadata.get("namespace") else ""
-    return (f"kubectl annotate {kind.qualified} {metadata.get('name')}{namespace} "
-            f"{memory.keys_for(finalizer).release}={handler_id}")
+    return (f"kubectl annotate --overwrite {kind.qualified} {metadata.get('name')}{namespace} "
+            f"{memory.keys_for(finalizer).release}={memory.release_value(handler_id, record or {})}")
 
 
 def report(kind: Kind, body: Mapping[str, Any], **options: Any) -> dict[str, Any]:
@@ -69,7 +71,7 @@ def explained(kind: Kind, body: Mapping[str, Any], *, storage: progress.Storage 
             "state": state,
             "memory": record,
             "progress": kopf_progress,
-            "release": release_command(kind, body, handler_id, finalizer) if state == "retained" else None,
+            "release": release_command(kind, body, handler_id, record, finalizer) if state == "retained" else None,
             "nextRecheck": next_recheck(record, now) if overdue is None else None,
             "overdue": overdue is not None,
             "overdueSince": overdue or None,

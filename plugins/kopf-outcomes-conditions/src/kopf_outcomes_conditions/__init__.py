@@ -74,19 +74,21 @@ def describe(run: HandlerRun, outcome: Outcome, patch: Mapping[str, Any] | None 
 
 
 def release_command(run: HandlerRun, patch: Mapping[str, Any]) -> str:
-    """The exact command that releases a retained finalizer."""
+    """The exact command that releases this retention: it carries the retention's stamp."""
     metadata = (run.body or {}).get("metadata") or {}
     resource = run.resource
     kind = f"{resource.plural}.{resource.group}" if resource is not None and resource.group else (
         resource.plural if resource is not None else "OBJECT")
     namespace = f" -n {metadata['namespace']}" if metadata.get("namespace") else ""
-    annotation = release_annotation(run, patch)
-    return f"kubectl annotate {kind} {metadata.get('name', 'NAME')}{namespace} {annotation}={run.handler_id}"
+    annotation, record = retention(run, patch)
+    value = _memory.release_value(run.handler_id, record or {})
+    return f"kubectl annotate --overwrite {kind} {metadata.get('name', 'NAME')}{namespace} {annotation}={value}"
 
 
-def release_annotation(run: HandlerRun, patch: Mapping[str, Any]) -> str:
-    """The release annotation of the operator that retains it: each operator's memory keys derive
-    from its finalizer; the one whose memory (in this cycle's patch) says "retained" is it."""
+def retention(run: HandlerRun, patch: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
+    """The release annotation of the operator that retains it, and its retained record: each
+    operator's memory keys derive from its finalizer; the one whose memory (in this cycle's patch)
+    says "retained" is it."""
     metadata = (run.body or {}).get("metadata") or {}
     annotations = {**(metadata.get("annotations") or {}), **(patch.get("metadata") or {}).get("annotations", {})}
     for finalizer in metadata.get("finalizers") or []:
@@ -97,8 +99,8 @@ def release_annotation(run: HandlerRun, patch: Mapping[str, Any]) -> str:
         except ValueError:
             continue
         if found is not None and found["outcome"] == "retained":
-            return keys.release
-    return _memory.DEFAULT_KEYS.release
+            return keys.release, found
+    return _memory.DEFAULT_KEYS.release, None
 
 
 def _find(conditions: Iterable[object], kind: str) -> Mapping[str, Any] | None:
