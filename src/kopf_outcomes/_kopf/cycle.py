@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf import dependents, requeue
+from kopf_outcomes._kopf import dependents, requeue, unrecorded
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
@@ -230,6 +230,9 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return child_released(cycle, str(handler.id), body)
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
+    if found["outcome"] == "pending" and not state.finished and body is not None and unrecorded.done_here(
+            str((body.get("metadata") or {}).get("uid") or ""), str(handler.id)):
+        return True  # concluded for good here on an older view, its write refused: conclude afresh
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
     return (found["digest"] != digest(plugins, cycle, handler, cause)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import kopf
 
 from kopf_outcomes import engine, memory, objects, wakeups
-from kopf_outcomes._kopf import deadlines, dependents
+from kopf_outcomes._kopf import deadlines, dependents, unrecorded
 from kopf_outcomes._kopf.cycle import Cycle, memory_of, records_as_patched, release_answers_another
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
@@ -208,6 +208,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     if body is not None and patch is not None and cycle.persists:
         stored = stored_outcome(outcome, result)
         handler_id = str(handler.id)
+        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id, result.final)
         taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
         # The record survives a Retry (or an error) about the state it was about: the handler acted on it.
