@@ -15,6 +15,8 @@ KNOWN_OPEN: frozenset[str] = frozenset({
     "new-bookkeeping-wake",  # NEW: bookkeeping around a deletion re-runs a parked handler (marks its test only)
     "stale-view",  # an event older than one seen runs a handler on an old memory: acted_on_this_state is False
     #                for a state it acted on (P3; its stranding, stale-view-stranded, is fixed: see test_regressions)
+    "stale-view-retained",  # a handler retained, then concluded for good on a stale view whose write is refused:
+    #                         the object shows it retained (P2 waived for a handler the object shows retained)
 })
 
 # To see what a fix leaves open, name the findings still waived (comma-separated; empty: none):

@@ -159,6 +159,25 @@ def test_a_parked_deletion_handler_that_succeeds_after_a_stale_view_is_released(
         history.deliver_stale(back=1)
 
 
+@open_finding("stale-view-retained", "a retained handler concluded for good on a stale view: shown retained")
+def test_a_retained_handler_that_succeeds_on_a_stale_view_is_not_stranded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the medium full run (1,500 examples) after stale-view-stranded was fixed: as that
+    test, but the stale cycle retains the handler (``Fatal``, retained). After the restart a stale view
+    without that retention runs it again; it succeeds, and Kopf's removal of the finalizer is refused.
+    The object shows the retention (waiting for a person, its release logged); the run's success is
+    lost. Running a retained handler again to land it would release a retention no person released,
+    were it another process's: left open (a person's release, as logged, lets it go)."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset({"stale-view"}))
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
+        history.delete()
+        history.another_operator_writes_its_bookkeeping()
+        history.behaviour_changes(behaviour="fatal_retain", index=0)
+        history.deliver_stale(back=1)
+        history.behaviour_changes(behaviour="success", index=0)
+        history.restart()
+        history.deliver_stale(back=1)
+
+
 @open_finding("new-bookkeeping-wake", "another operator's bookkeeping around a deletion re-runs a parked handler")
 def test_another_operators_bookkeeping_around_a_deletion_does_not_start_a_parked_handler_again() -> None:
     """Found by the full run at the end of issue 41's wave (15,004 histories): another operator writes
