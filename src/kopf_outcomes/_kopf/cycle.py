@@ -111,10 +111,12 @@ class Cycle:
 
     @property
     def handler_ids(self) -> set[str]:
-        """Every handler whose result is the operator's write at ``status.<id>``."""
+        """Every handler whose result is the operator's write at ``status.<id>`` (its sub-handlers'
+        at ``status.<id>/<sub id>``): each handler the operator registered, whatever Kopf's progress
+        lists now (it purges a cause's records, not their results), and the cycle's own."""
         ids = {str(handler.id) for handler in self.handlers}
         if self.registry is not None:
-            ids |= registered_ids(self.registry)
+            ids |= registered_ids(self.registry) | changing_ids(self.registry)
         return ids | {str(key) for key in self.state} if self.state is not None else ids
 
 
