@@ -98,6 +98,11 @@ class MemoryRecord(_Conclusion, total=False):
         A retained handler's: the release annotation's value already there when it was retained
         (and still answering a retention before it): that value releases none of it. It goes when
         that annotation does.
+    ``acted`` (bool)
+        False for a ``retry`` that concluded nothing about its state (a Retry or error with no
+        conclusion before it) but whose run was given its key and changed its own state: the record
+        keeps that key for the state the run left, and ``acted_on_this_state`` stays False.
+        Absent: True.
     """
 
     since: str
@@ -112,6 +117,7 @@ class MemoryRecord(_Conclusion, total=False):
     key: str
     seen: list[dict[str, Any]]
     ignored_release: str
+    acted: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +159,12 @@ class Memory:
     def acted_on_this_state(self) -> bool:
         """Whether the previous conclusion was about the state this run sees (its object, and
         its other objects): then a side effect started for it must not be started again."""
+        return self.about_this_state and self.previous is not None and self.previous.get("acted", True)
+
+    @property
+    def about_this_state(self) -> bool:
+        """Whether the previous record is about the state this run sees (its object, and its other
+        objects), whether or not it concluded anything: then its key is this state's."""
         seen = self.digest if self.previous_scope_digest is None else self.previous_scope_digest
         return (self.previous is not None and self.previous["digest"] == seen
                 and self.previous_objects_digest == self.objects_digest)
@@ -258,6 +270,7 @@ def _valid(record: object) -> bool:
             and isinstance(record.get("key", ""), str)
             and _seen(record.get("seen", []))
             and isinstance(record.get("ignored_release", ""), str)
+            and isinstance(record.get("acted", True), bool)
             and _paths(depends_on) and _paths(record.get("ignore", [])))
 
 
@@ -292,7 +305,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
            recheck: float | None = None,
            objects: str | None = None, woken_by: list[list[str]] | None = None,
            deadline: str | None = None, uid: str | None = None, key: str | None = None,
-           seen: list[dict[str, Any]] | None = None, ignored_release: str | None = None) -> MemoryRecord:
+           seen: list[dict[str, Any]] | None = None, ignored_release: str | None = None,
+           acted: bool = True) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -322,6 +336,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["seen"] = seen
     if ignored_release is not None:
         new["ignored_release"] = ignored_release
+    if not acted:
+        new["acted"] = False
     return new
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 KNOWN_OPEN: frozenset[str] = frozenset({
-    "42-2",  # left open of it: a Retry on the FIRST run after the handler's own write re-keys (memory review #3)
     "new-remember-depends-on",  # NEW: remember + depends_on: a change outside it re-runs a finished handler
     "release-race",  # a release set before a retention is read as answering it where the operator retained on a
     #                  view older than the release (a stale event; memory review #8): only a release stamped with
