@@ -100,8 +100,8 @@ class MemoryRecord(_Conclusion, total=False):
         that annotation does.
     ``acted`` (bool)
         False for a ``retry`` that concluded nothing about its state (a Retry or error with no
-        conclusion before it) but whose run was given its key and changed its own state: the record
-        keeps that key for the state the run left, and ``acted_on_this_state`` stays False.
+        conclusion before it) whose run was given its key (``recall()``): the record keeps that key
+        for the state the cycle left, and ``acted_on_this_state`` stays False.
         Absent: True.
     """
 

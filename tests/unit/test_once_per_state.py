@@ -139,6 +139,24 @@ async def test_a_failure_on_the_first_run_after_the_handlers_own_write_keeps_its
     assert "acted" not in server.records()["h"]  # a conclusion: about the state it acted on
 
 
+async def test_a_failure_on_the_first_run_keeps_its_key_across_a_later_handlers_write(server: Server) -> None:
+    """Found by the generated histories: the handler fails before any conclusion, and a handler
+    after it in the same cycle writes to the object; the retry sees that write (the operator's own),
+    and gets the same key."""
+    seen: Seen = []
+
+    def writes(patch: kopf.Patch, **_: Any) -> None:
+        patch.status["other"] = {"done": True}
+
+    op = operator(server, waiting(seen, lambda run, patch: Retry("down", delay=1) if run == 1 else None), writes)
+    await op.event()
+    assert server.body["status"]["other"] == {"done": True}
+    server.age(61)
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False]
+    assert len({key for _, key in seen}) == 1
+
+
 class FailingObserver:
     """An observer that fails on the first run it is told of: that run is retried."""
 

@@ -262,12 +262,10 @@ _KEPT = frozenset({"pending", "retained"})
 
 def keeps_key(turn: Turn, known: memory.Memory) -> bool:
     """A Retry or error that concluded nothing about its state still keeps the key of that state
-    where it would otherwise be lost: a record of it that acted on nothing keeps it, or the run was
-    given it (``recall()``) and the cycle's writes change the state the next run sees (the record
-    is then about the state as they leave it, ``acted: false``)."""
-    plugins, cycle, _, handler, cause, _ = turn
-    return known.about_this_state or (str(handler.id) in cycle.recalled
-                                      and remembered(plugins, cycle, handler, cause) != known.digest)
+    where it was given out (``recall()``), in this run or an earlier one: a record about the state
+    as the cycle's writes leave it (its own, later handlers', observers': see ``cycle.refresh``),
+    ``acted: false``, so that no write of the operator gives the next run another key."""
+    return known.about_this_state or str(turn.handler.id) in turn.cycle.recalled
 
 
 def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableMapping[str, Any]) -> str | None:
