@@ -14,6 +14,9 @@ KNOWN_OPEN: frozenset[str] = frozenset({
     #                  view older than the release (a stale event; memory review #8): only a release stamped with
     #                  the retention it answers can tell them apart
     "new-bookkeeping-wake",  # NEW: bookkeeping around a deletion re-runs a parked handler (marks its test only)
+    "new-own-write-kill",  # NEW: a kill between a Success's own status write (Kopf's /status PATCH, the first
+    #                        when the memory has nothing to write) and the finalizer's removal: the re-run keys the
+    #                        state with that write (no record survives a Success), another key for one state
     "stale-view",  # NEW: an event older than one seen runs a handler on an old memory (see test_regressions)
 })
 

@@ -211,6 +211,8 @@ class Histories(RuleBasedStateMachine):
         """The next ``count`` watch events, as Kopf's worker takes them (waiting for its own write's
         version to arrive); or only the latest of those queued (intermediate states unobserved: a
         relist). The operator dies at the ``crash``-th write of the last one (None: it does not)."""
+        if "new-own-write-kill" in KNOWN_OPEN and self.world.own_writes:
+            crash = None  # a kill after a Success's own write, before the finalizer's write, re-keys (known.py)
         for left in reversed(range(count)):
             if not self.api.queue:
                 return
