@@ -302,6 +302,9 @@ class Histories(RuleBasedStateMachine):
         self.api.user_patch({"metadata": {"annotations": {MEMORY_ANNOTATION: "{garbage"}}})
         self.records = {handler.id: None for handler in self.leaves}
         self.garbled.append(self.api.version)
+        if any(key.startswith("own-") for key in (self.api.body or {}).get("status") or {}):
+            # memory.md: a lost memory keys the state as it is now, the operator's own writes in it
+            self.keys = {seen: key for seen, key in self.keys.items() if seen[0] not in self.records}
 
     # --- one processing cycle, and what the oracle makes of it -----------------------------------
 
