@@ -102,6 +102,11 @@ class MemoryRecord(_Conclusion, total=False):
         A retained handler's: made as it is retained, and carried by the release that answers this
         retention (``<handler>@<stamp>``), so that no release set before it, or without knowing
         of it, can release it.
+    ``acted`` (bool)
+        False for a ``retry`` that concluded nothing about its state (a Retry or error with no
+        conclusion before it) whose run was given its key (``recall()``): the record keeps that key
+        for the state the cycle left, and ``acted_on_this_state`` stays False.
+        Absent: True.
     """
 
     since: str
@@ -117,6 +122,7 @@ class MemoryRecord(_Conclusion, total=False):
     seen: list[dict[str, Any]]
     ignored_release: str
     stamp: str
+    acted: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +164,12 @@ class Memory:
     def acted_on_this_state(self) -> bool:
         """Whether the previous conclusion was about the state this run sees (its object, and
         its other objects): then a side effect started for it must not be started again."""
+        return self.about_this_state and self.previous is not None and self.previous.get("acted", True)
+
+    @property
+    def about_this_state(self) -> bool:
+        """Whether the previous record is about the state this run sees (its object, and its other
+        objects), whether or not it concluded anything: then its key is this state's."""
         seen = self.digest if self.previous_scope_digest is None else self.previous_scope_digest
         return (self.previous is not None and self.previous["digest"] == seen
                 and self.previous_objects_digest == self.objects_digest)
@@ -264,6 +276,7 @@ def _valid(record: object) -> bool:
             and _seen(record.get("seen", []))
             and isinstance(record.get("ignored_release", ""), str)
             and isinstance(record.get("stamp", ""), str)
+            and isinstance(record.get("acted", True), bool)
             and _paths(depends_on) and _paths(record.get("ignore", [])))
 
 
@@ -299,7 +312,7 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
            objects: str | None = None, woken_by: list[list[str]] | None = None,
            deadline: str | None = None, uid: str | None = None, key: str | None = None,
            seen: list[dict[str, Any]] | None = None, ignored_release: str | None = None,
-           stamp: str | None = None) -> MemoryRecord:
+           stamp: str | None = None, acted: bool = True) -> MemoryRecord:
     """A new record; ``since`` is kept from the previous one while the conclusion holds."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
@@ -331,6 +344,8 @@ def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome
         new["ignored_release"] = ignored_release
     if stamp is not None:
         new["stamp"] = stamp
+    if not acted:
+        new["acted"] = False
     return new
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import os
 
 KNOWN_OPEN: frozenset[str] = frozenset({
-    "42-2",  # left open of it: a Retry on the FIRST run after the handler's own write re-keys (memory review #3)
-    "new-results-rekey",  # NEW: another handler's stored result re-keys a parked deletion handler
     "new-remember-depends-on",  # NEW: remember + depends_on: a change outside it re-runs a finished handler
     "new-bookkeeping-wake",  # NEW: bookkeeping around a deletion re-runs a parked handler (marks its test only)
     "stale-view",  # an event older than one seen runs a handler on an old memory: acted_on_this_state is False
     #                for a state it acted on (P3; its stranding, stale-view-stranded, is fixed: see test_regressions)
     "stale-view-retained",  # a handler retained, then concluded for good on a stale view whose write is refused:
     #                         the object shows it retained (P2 waived for a handler the object shows retained)
+    "new-own-write-kill",  # NEW: a kill between a Success's own status write (Kopf's /status PATCH, the first
+    #                        when the memory has nothing to write) and the finalizer's removal: the re-run keys the
+    #                        state with that write (no record survives a Success), another key for one state
 })
 
 # To see what a fix leaves open, name the findings still waived (comma-separated; empty: none):

@@ -178,6 +178,20 @@ def test_a_retained_handler_that_succeeds_on_a_stale_view_is_not_stranded(monkey
         history.deliver_stale(back=1)
 
 
+@open_finding("new-own-write-kill", "a kill after a Success's own status write re-keys the re-run")
+def test_a_kill_after_a_successful_runs_own_write_does_not_rekey_its_rerun() -> None:
+    """Found by the medium full run once the handler's own writes were generated again (42-2): the
+    deletion handler writes ``status`` through Kopf's patch and succeeds, which ends its record; the
+    operator dies after Kopf's status PATCH and before the finalizer's. Kopf runs the handler again
+    (its progress was purged): it sees its own write, no record keeps the key it was given, so it
+    gets another for the same state."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"]) as history:
+        history.handler_writes_its_own_status(index=0)
+        history.delete()
+        history.deliver(count=1, latest=False, crash=1)
+        deliver_all(history)
+
+
 @open_finding("new-bookkeeping-wake", "another operator's bookkeeping around a deletion re-runs a parked handler")
 def test_another_operators_bookkeeping_around_a_deletion_does_not_start_a_parked_handler_again() -> None:
     """Found by the full run at the end of issue 41's wave (15,004 histories): another operator writes

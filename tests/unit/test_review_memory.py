@@ -81,8 +81,6 @@ async def test_another_operators_progress_while_it_works_keeps_the_key(server: S
 
 # --- Once per state: the handler's own write in a Retry before any conclusion -------------------
 
-@pytest.mark.xfail(strict=True, reason="a first run that writes patch.status and retries keys its state before the "
-                                       "write; the retry keys it after: one state, two keys, the side effect twice")
 async def test_a_retry_after_the_handlers_own_write_keeps_the_key(server: Server) -> None:
     """memory.md: a Retry about a state no conclusion was about keys "that state's, the same on
     each retry"; and the handler's own write through Kopf's patch never changes its key."""

@@ -58,7 +58,7 @@ class Cycle:
     fields are read some twenty times per cycle."""
 
     __slots__ = ("keys", "records", "handlers", "state", "kind", "persists", "settings", "children", "tracked",
-                 "quiet", "objects", "unreadable")
+                 "quiet", "objects", "unreadable", "recalled")
     keys: MemoryKeys
     records: Mapping[str, MemoryRecord]
     handlers: Collection[Handler]
@@ -77,6 +77,7 @@ class Cycle:
     # the cycle's patch leaves it (``refresh``).
     tracked: Mapping[str, tuple[Handler, Cycle, bool]]
     quiet: AbstractSet[str]  # rechecking handlers that concluded as before: nothing new to store
+    recalled: AbstractSet[str]  # handlers given their idempotency key (``recall()``) in this cycle
     # The other objects of handlers with ``depends_on_objects`` (and their fingerprint), taken
     # before any handler of the cycle runs: what they see and conclude about.
     objects: Mapping[str, dependents.Taken]
@@ -98,6 +99,12 @@ class Cycle:
             tracked = self.tracked = {}
         return tracked
 
+    def own_recalled(self) -> set[str]:
+        recalled = self.recalled
+        if not isinstance(recalled, set):
+            recalled = self.recalled = set()
+        return recalled
+
     def own_quiet(self) -> set[str]:
         quiet = self.quiet
         if not isinstance(quiet, set):
@@ -111,10 +118,12 @@ class Cycle:
 
     @property
     def handler_ids(self) -> set[str]:
-        """Every handler whose result is the operator's write at ``status.<id>``."""
+        """Every handler whose result is the operator's write at ``status.<id>`` (its sub-handlers'
+        at ``status.<id>/<sub id>``): each handler the operator registered, whatever Kopf's progress
+        lists now (it purges a cause's records, not their results), and the cycle's own."""
         ids = {str(handler.id) for handler in self.handlers}
         if self.registry is not None:
-            ids |= registered_ids(self.registry)
+            ids |= registered_ids(self.registry) | changing_ids(self.registry)
         return ids | {str(key) for key in self.state} if self.state is not None else ids
 
 
@@ -167,7 +176,7 @@ def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler]
     cycle.unreadable = unreadable
     cycle.settings = settings
     cycle.children = cycle.tracked = cycle.objects = NONE_YET
-    cycle.quiet = NO_IDS
+    cycle.quiet = cycle.recalled = NO_IDS
     return cycle
 
 
@@ -447,7 +456,9 @@ def current_memory(plugins: PluginManager | None) -> Memory:
     if body_of(cause) is None or plugins is None:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
                                 "with kopf_outcomes.install() done")
-    return memory_of(plugins, of(subsettings_var.get(), cause, handler), handler, cause)
+    cycle = of(subsettings_var.get(), cause, handler)
+    cycle.own_recalled().add(str(handler.id))  # its key is given out: a failure keeps it (translation.conclude)
+    return memory_of(plugins, cycle, handler, cause)
 
 
 def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> Memory:
@@ -482,4 +493,4 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
                        previous_scope_digest=rescoped)
     # The stored key vouches only for the state the record was written about: its own objects too.
     kept = previous.get("key") if previous is not None and previous.get("objects") == found.objects_digest else None
-    return dataclasses.replace(found, idempotency_key=kept) if kept and found.acted_on_this_state else found
+    return dataclasses.replace(found, idempotency_key=kept) if kept and found.about_this_state else found

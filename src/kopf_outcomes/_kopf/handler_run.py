@@ -240,7 +240,8 @@ class Runs:
                 (raw if raw.__class__ is dict else body or EMPTY).get("metadata") or EMPTY).get("annotations")
             keys = KEYS[settings.persistence.finalizer]
             remembered = annotations is not None and keys.memory in annotations
-        if not remember and not remembered:
+        recalled = cycle is not None and str(handler.id) in cycle.recalled  # its key given out: kept on a failure
+        if not remember and not remembered and not recalled:
             if not plugins.observed:
                 return outcome  # the hot path: nothing remembered before or now, nobody to tell
             # A run that no cycle started is told as a change's.
@@ -250,7 +251,7 @@ class Runs:
                                     translation.from_kopf(outcome), outcome)
         cycle = cycle or of(settings, cause, handler)
         record = record_of(cycle, str(handler.id), state)
-        if record is None and not remember and not plugins.observed:
+        if record is None and not remember and not plugins.observed and not recalled:
             return outcome
         return translation.conclude(self.turn(cycle, handler, cause, state, settings, record),
                                     translation.from_kopf(outcome), outcome)

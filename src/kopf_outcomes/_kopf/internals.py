@@ -170,9 +170,7 @@ _handler_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakr
 
 def registered_ids(registry: Any) -> frozenset[str]:
     """The ids of the operator's timers and daemons: Kopf stores their results at ``status.<id>``
-    outside of any change cycle. (Other handlers' results are written in a cycle: part of the
-    object as that cycle's patch leaves it, see ``cycle.refresh``; a callback into a status field
-    named like one of them is a change.)"""
+    outside of any change cycle (the change handlers' ids: :func:`changing_ids`)."""
     handlers = list(registry._spawning.get_all_handlers())
     known = _handler_ids.get(registry)
     if known is not None and known[0] == len(handlers):

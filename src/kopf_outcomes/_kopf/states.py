@@ -5,12 +5,15 @@ its previous conclusion (``woken_by``: see :mod:`kopf_outcomes.wakeups`).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kopf_outcomes import engine, wakeups
 from kopf_outcomes._kopf.internals import Cause, Handler, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import options_of
 from kopf_outcomes.digest import hashed, state
+from kopf_outcomes.digest import patched as patched_body
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 
@@ -55,12 +58,25 @@ def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
     if body is None:
         return {}
     options = options_of(plugins, handler, cause)
-    results: list[tuple[str, ...]] = [("status", handler_id) for handler_id in cycle.handler_ids]
+    patch = getattr(cause, "patch", None) if patched else None
+    if patch:
+        body = patched_body(body, patch)
     owned = engine.owned_fields(plugins, cause.logger)
     depends_on, ignore = (options.depends_on, options.ignore or ()) if scope is None else scope
-    return state(body, depends_on=depends_on, excluded=[*results, *cycle.writes.fields, *owned],
-                 excluded_prefixes=cycle.writes.prefixes, ignore=ignore,
-                 patch=getattr(cause, "patch", None) if patched else None)
+    return state(body, depends_on=depends_on, excluded=[*_results(body, cycle.handler_ids), *cycle.writes.fields,
+                                                        *owned],
+                 excluded_prefixes=cycle.writes.prefixes, ignore=ignore)
+
+
+def _results(body: Mapping[str, Any], handler_ids: AbstractSet[str]) -> list[tuple[str, ...]]:
+    """Where Kopf stores the results of the operator's handlers: ``status.<id>``, and for a
+    sub-handler ``status.<id>/<sub id>`` (Kopf names a sub-handler after its parent)."""
+    found: list[tuple[str, ...]] = [("status", handler_id) for handler_id in handler_ids]
+    status = body.get("status")
+    if isinstance(status, Mapping):
+        found.extend(("status", key) for key in status
+                     if isinstance(key, str) and "/" in key and key.split("/", 1)[0] in handler_ids)
+    return found
 
 
 def remembered(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:

@@ -202,8 +202,13 @@ def _as_stored(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
-    """Remember what the handler concluded about this state, and tell the observers."""
+    """Tell the observers, and remember what the run concluded about this state: where an observer
+    failed, the run is a Retry, and is remembered as one (its key kept as a Retry keeps it)."""
     plugins, cycle, run, handler, cause, _ = turn
+    if plugins.observed:
+        fallback = observed(plugins, cycle.kind, cycle.keys, run, cause, outcome)
+        if fallback is not None:
+            outcome, result = fallback, observer_failed(handler, fallback, cause)
     body, patch = body_of(cause), getattr(cause, "patch", None)
     if body is not None and patch is not None and cycle.persists:
         stored = stored_outcome(outcome, result)
@@ -213,9 +218,12 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         new: memory.MemoryRecord | None = None
         # The record survives a Retry (or an error) about the state it was about: the handler acted on it.
         known = memory_of(plugins, cycle, handler, cause) if run.previous is not None or stored in _KEPT \
-            or run.options.remember else None
+            or run.options.remember or handler_id in cycle.recalled else None
+        acted = not (stored == "retry" and known is not None and not known.acted_on_this_state
+                     and not run.options.remember)
         if known is not None and (stored in _KEPT or run.options.remember
-                                  or (stored == "retry" and known.acted_on_this_state)):
+                                  or (stored == "retry" and known.acted_on_this_state)
+                                  or (not acted and keeps_key(turn, known))):
             ignored = run.previous.get("ignored_release") if run.previous is not None else None
             if stored == "retained" and (run.previous is None or run.previous["outcome"] != "retained"):
                 ignored = ignore_leftover_release(turn, body, patch)
@@ -231,7 +239,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 deadline=getattr(result.exception, "deadline", None),
                                 uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key,
                                 ignored_release=ignored if stored == "retained" else None,
-                                stamp=stamp_of(result, run.previous) if stored == "retained" else None)
+                                stamp=stamp_of(result, run.previous) if stored == "retained" else None,
+                                acted=acted)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
                     new["outcome"], new["reason"]):
                 hint = wakeups.fruitless(handler_id, woke)
@@ -251,7 +260,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
             cycle.own_tracked()[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.own_quiet().add(handler_id)  # the same conclusion about the same state: no need to store
-    return tell(plugins, cycle.kind, cycle.keys, run, handler, cause, outcome, result) if plugins.observed else result
+    return result
 
 
 _KEPT = frozenset({"pending", "retained"})
@@ -262,6 +271,14 @@ def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str |
     if isinstance(result.exception, Retained):
         return result.exception.stamp
     return previous.get("stamp") if previous is not None and previous["outcome"] == "retained" else None
+
+
+def keeps_key(turn: Turn, known: memory.Memory) -> bool:
+    """A Retry or error that concluded nothing about its state still keeps the key of that state
+    where it was given out (``recall()``), in this run or an earlier one: a record about the state
+    as the cycle's writes leave it (its own, later handlers', observers': see ``cycle.refresh``),
+    ``acted: false``, so that no write of the operator gives the next run another key."""
+    return known.about_this_state or str(turn.handler.id) in turn.cycle.recalled
 
 
 def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableMapping[str, Any]) -> str | None:
@@ -312,17 +329,26 @@ def tell(plugins: PluginManager, kind: Kind, keys: MemoryKeys, run: HandlerRun, 
     """Tell the observers the outcome: ``result`` stands, unless one of them failed. Where Kopf's
     patch is not the object's (a webhook's answer, an indexer's unused one), they write to none.
     Not a Turn: stock outcomes are told on every observed run, with no cycle or Turn to spare."""
+    fallback = observed(plugins, kind, keys, run, cause, outcome)
+    return observer_failed(handler, fallback, cause) if fallback is not None else result
+
+
+def observed(plugins: PluginManager, kind: Kind, keys: MemoryKeys, run: HandlerRun, cause: Cause,
+             outcome: Outcome) -> engine.PluginFailure | None:
+    """Tell the observers the outcome; the fallback where one of them failed."""
     patch: Any = None
     if kind is not _WEBHOOK and kind is not _INDEX:
         try:  # an attribute, not getattr(): on every observed run; an activity's cause has none
             patch = cause.patch  # type: ignore[attr-defined]
         except AttributeError:
             pass
-    fallback = engine.observe(plugins, run, outcome, patch if patch is not None else {}, keys)
-    if fallback is not None:  # an observer failed: retry, whatever was decided
-        attach_events()
-        return retry(handler, None, fallback, cause.logger)
-    return result
+    return engine.observe(plugins, run, outcome, patch if patch is not None else {}, keys)
+
+
+def observer_failed(handler: Handler, fallback: engine.PluginFailure, cause: Cause) -> KopfOutcome:
+    """An observer failed: retry, whatever was decided."""
+    attach_events()
+    return retry(handler, None, fallback, cause.logger)
 
 
 def stored_outcome(outcome: Outcome, result: KopfOutcome) -> StoredOutcome:
