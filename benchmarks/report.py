@@ -138,7 +138,8 @@ def markdown(report: dict[str, Any]) -> str:
     elif counted and "error" not in counted:
         for entry, title in (("handler", "handler run"), ("cycle", "reaction cycle (1 handler)")):
             sides = counted.get(entry)
-            for side, name, line in (("floor", "the floor", None), ("builtins_only", "built-ins only", "built-ins only"),
+            for side, name, line in (("floor", "the floor", None),
+                                     ("builtins_only", "built-ins only", "built-ins only"),
                                      ("five_observers", "5 observer plugins", "5 observers")) if sides else ():
                 held = _met(report, "instructions", f"{line}, per {entry.replace('handler', 'run')}:") if line else ""
                 row(f"| Instructions per {title} (callgrind) | async handler, {name} "
