@@ -1,4 +1,4 @@
-"""The targets (issues 6 and 12), the Markdown table, and the latency plot — all from the JSON report."""
+"""The targets (issues 6, 12 and 45), the Markdown table, and the latency plot — all from the JSON report."""
 from __future__ import annotations
 
 import math
@@ -14,16 +14,25 @@ Getter = Callable[[dict[str, Any]], Any]
 
 CURVE_LIMIT = 1.05  # ours/stock RSS at each size of the scale curve (issue 33)
 
+# The hot path's hold lines (issue 45), counted in instructions: time on a shared machine moves by
+# more than they allow. Lines to stay within while the code is made clearer, not goals to trim
+# towards (benchmarks/README.md, "Hold lines"). The quick run counts no cycle: that line is n/a there.
+HOLD_LINES: list[tuple[str, str, str, float]] = [
+    # (entry, side, title, limit)
+    ("handler", "builtins_only", "built-ins only, per run", 1.04),
+    ("handler", "five_observers", "5 observers, per run", 1.08),
+    ("cycle", "five_observers", "5 observers, per cycle", 1.08),
+]
+
+
+def _instructions(entry: str, side: str) -> Getter:
+    return lambda r: r["instructions"][entry][side]["ratio"]
+
+
 # (scenario, target, how to read the value, comparison, limit)
 TARGETS: list[tuple[str, str, Getter, str, float]] = [
-    ("overhead", "built-ins only, async handler: ours/stock <= 1.05",
-     lambda r: r["overhead"]["builtins_only"]["async"]["ratio"], "<=", 1.05),
-    ("overhead", "built-ins only, sync handler: ours/stock <= 1.10",
-     lambda r: r["overhead"]["builtins_only"]["sync"]["ratio"], "<=", 1.10),
-    ("overhead", "5 observers, async handler: ours/stock <= 1.20",
-     lambda r: r["overhead"]["five_observers"]["async"]["ratio"], "<=", 1.20),
-    ("overhead", "5 observers, sync handler: ours/stock <= 1.30",
-     lambda r: r["overhead"]["five_observers"]["sync"]["ratio"], "<=", 1.30),
+    *(("instructions", f"{title}: ours/stock <= {limit:g} (hold line)", _instructions(entry, side), "<=", limit)
+      for entry, side, title, limit in HOLD_LINES),
     ("latency", "ours p99 <= 0.5 s", lambda r: r["latency"]["ours"]["p99_s"], "<=", 0.5),
     ("latency", "p50 at least 20x better than stock (stock/ours >= 20)",
      lambda r: r["latency"]["speedup_p50"], ">=", 20.0),
@@ -106,13 +115,11 @@ def markdown(report: dict[str, Any]) -> str:
 
     overhead = report.get("overhead")
     if overhead and "error" not in overhead:
-        for plugin_set, title, prefix in (("builtins_only", "built-ins only", "built-ins only"),
-                                          ("five_observers", "5 observer plugins", "5 observers")):
+        for plugin_set, title in (("builtins_only", "built-ins only"), ("five_observers", "5 observer plugins")):
             for kind in ("async", "sync"):
                 m = overhead[plugin_set][kind]
                 row(f"| Overhead per handler run | µs, {kind} handler, {title} | {_num(m['stock_us'], 1)} "
-                    f"| {_num(m['ours_us'], 1)} | {_x(m['ratio'])} "
-                    f"| {_met(report, 'overhead', f'{prefix}, {kind}')} |")
+                    f"| {_num(m['ours_us'], 1)} | {_x(m['ratio'])} | |")
         for kind in ("async", "sync"):
             m = overhead["builtins_only"][kind]
             if "floor_us" in m:
@@ -131,11 +138,13 @@ def markdown(report: dict[str, Any]) -> str:
     elif counted and "error" not in counted:
         for entry, title in (("handler", "handler run"), ("cycle", "reaction cycle (1 handler)")):
             sides = counted.get(entry)
-            for side, name in (("floor", "the floor"), ("builtins_only", "built-ins only"),
-                               ("five_observers", "5 observer plugins")) if sides else ():
+            for side, name, line in (("floor", "the floor", None),
+                                     ("builtins_only", "built-ins only", "built-ins only"),
+                                     ("five_observers", "5 observer plugins", "5 observers")) if sides else ():
+                held = _met(report, "instructions", f"{line}, per {entry.replace('handler', 'run')}:") if line else ""
                 row(f"| Instructions per {title} (callgrind) | async handler, {name} "
                     f"| {sides['stock']['instructions']:,} | {sides[side]['instructions']:,} "
-                    f"| {_x(sides[side]['ratio'], 3)} | |")
+                    f"| {_x(sides[side]['ratio'], 3)} | {held} |")
 
     latency = report.get("latency")
     if latency and "error" not in latency:

@@ -85,3 +85,36 @@ def _report(counted: dict[str, Any]) -> dict[str, Any]:
     machine = {"nproc": 2, "cpu_model": "x", "memory_gib": 1, "python": "3", "kopf": "1",
                "kopf_outcomes": "0", "git_commit": "abc"}
     return {"meta": {"mode": "quick", "date": "today", "machine": machine}, "instructions": counted}
+
+
+def _counted(builtins_per_run: float, five_per_run: float, five_per_cycle: float | None) -> dict[str, Any]:
+    def sides(builtins: float, five: float) -> dict[str, Any]:
+        return {"stock": {"instructions": 1000, "ratio": 1.0}, "floor": {"instructions": 1024, "ratio": 1.024},
+                "builtins_only": {"instructions": round(1000 * builtins), "ratio": builtins},
+                "five_observers": {"instructions": round(1000 * five), "ratio": five}}
+    counted = {"handler": sides(builtins_per_run, five_per_run)}
+    if five_per_cycle is not None:
+        counted["cycle"] = sides(1.036, five_per_cycle)
+    return counted
+
+
+def test_the_hold_lines_are_the_issues_and_are_checked_on_the_counted_ratios() -> None:
+    """Built-ins ≤ 1.04× per run; five observers ≤ 1.08× per run and per cycle (issue 45)."""
+    within = report.evaluate(_report(_counted(1.04, 1.08, 1.08)))
+    assert {t["target"]: (t["limit"], t["met"]) for t in within if t["scenario"] == "instructions"} == {
+        "built-ins only, per run: ours/stock <= 1.04 (hold line)": (1.04, True),
+        "5 observers, per run: ours/stock <= 1.08 (hold line)": (1.08, True),
+        "5 observers, per cycle: ours/stock <= 1.08 (hold line)": (1.08, True),
+    }
+    beyond = report.evaluate(_report(_counted(1.041, 1.064, 1.081)))
+    assert [t["met"] for t in beyond if t["scenario"] == "instructions"] == [False, True, False]
+
+
+def test_the_table_shows_each_hold_line_beside_its_count_and_none_for_what_was_not_counted() -> None:
+    counted = _report(_counted(1.025, 1.09, None))
+    counted["targets"] = report.evaluate(counted)
+    table = report.markdown(counted)
+    assert "| async handler, built-ins only | 1,000 | 1,025 | 1.025× | <= 1.04: met |" in table
+    assert "| async handler, 5 observer plugins | 1,000 | 1,090 | 1.090× | <= 1.08: **missed** |" in table
+    assert "| async handler, the floor | 1,000 | 1,024 | 1.024× |  |" in table
+    assert [t["met"] for t in counted["targets"] if t["target"].startswith("5 observers, per cycle")] == [None]
