@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping
 from importlib import metadata
 from typing import Any, NamedTuple
 
+from kopf._cogs.aiokits import aiotoggles
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_api_errors
 from kopf._cogs.clients import watching
@@ -54,7 +55,7 @@ misuse.probe(lambda: handler_var.get(None) is not None)
 APIForbiddenError = kopf_api_errors.APIForbiddenError
 
 __all__ = [
-    "APIForbiddenError", "CHANGE", "afresh", "unheld", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
+    "APIForbiddenError", "CHANGE", "aiotoggles", "afresh", "unheld", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
     "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
     "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
     "LifeCycleFn", "OperatorSettings", "State", "application",

@@ -18,6 +18,8 @@ decide stays Kopf's own.
   relisting forgets those it no longer holds (:class:`.selection.Listings`).
 - ``indexing.index_resource`` — a watched object's change wakes the parents that wait on it as soon
   as Kopf's indices know it (:mod:`.indexed`), not after the object's own handlers.
+- ``aiotoggles.ToggleSet.wait_for`` — one task waits on a set's condition, not every object's
+  worker: the start is linear in the watched objects, not quadratic (:mod:`.readiness`).
 - ``observation.revise_namespaces`` — only to know Kopf's view of the namespaces that exist
   (:mod:`.listing`: a namespace whose watcher ended is gone, or back and not listed yet).
 - ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
@@ -32,9 +34,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import delays, held, indexed, kopf_runs, listing, requeue
+from kopf_outcomes._kopf import delays, held, indexed, kopf_runs, listing, readiness, requeue
 from kopf_outcomes._kopf.handler_run import Runs
 from kopf_outcomes._kopf.internals import (
+    aiotoggles,
     application,
     execution,
     finalizers,
@@ -64,6 +67,7 @@ class Wrappers:
             (queueing, "watcher"): queueing.watcher,
             (indexing, "index_resource"): indexing.index_resource,
             (watching, "continuous_watch"): watching.continuous_watch,
+            (aiotoggles.ToggleSet, "wait_for"): aiotoggles.ToggleSet.wait_for,
             (observation, "revise_namespaces"): observation.revise_namespaces,
             (finalizers, "allow_deletion"): finalizers.allow_deletion,
             (patches.Patch, "as_json_patch"): patches.Patch.as_json_patch,
@@ -80,6 +84,7 @@ class Wrappers:
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
         self.index_resource = indexed.wrap(indexing.index_resource)  # parents woken when the index knows
         self.continuous_watch = requeue.wrap_watch(watching.continuous_watch)  # what a watch still sends
+        self.wait_for = readiness.wrap(aiotoggles.ToggleSet.wait_for)  # one waiter per toggle set
         self.revise_namespaces = listing.wrap_revise_namespaces(observation.revise_namespaces)
         self.allow_deletion = held.wrap(finalizers.allow_deletion)  # no release while a handler waits
         self.as_json_patch = held.wrap_json_patch(patches.Patch.as_json_patch)  # another shard's: no diff
