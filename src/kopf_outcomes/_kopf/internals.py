@@ -55,8 +55,8 @@ misuse.probe(lambda: handler_var.get(None) is not None)
 APIForbiddenError = kopf_api_errors.APIForbiddenError
 
 __all__ = [
-    "APIForbiddenError", "CHANGE", "aiotoggles", "afresh", "unheld", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
-    "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId",
+    "APIForbiddenError", "CHANGE", "afresh", "unheld", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
+    "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId", "aiotoggles",
     "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
     "LifeCycleFn", "OperatorSettings", "State", "application",
     "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label",
