@@ -140,3 +140,18 @@ async def test_a_waiter_cancelled_leaves_the_others_waiting_and_the_last_leaves_
     await asyncio.gather(third, return_exceptions=True)
     await asyncio.sleep(0)
     assert asyncio.all_tasks() <= before  # the shared wait was cancelled with its last waiter
+
+
+async def test_a_waiter_that_comes_as_the_last_one_leaves_waits_and_is_not_cancelled(patched: None) -> None:
+    """Guard: the shared wait cancelled with its last waiter is not handed to one that comes while
+    that cancellation is under way: the newcomer waits, and returns when the state holds."""
+    toggles = aiotoggles.ToggleSet(all)
+    toggle = await toggles.make_toggle(name="a listing")
+    leaving = asyncio.create_task(toggles.wait_for(True))
+    await asyncio.sleep(0.01)
+    leaving.cancel()
+    coming = asyncio.create_task(toggles.wait_for(True))  # it starts right after the leaving one's cleanup
+    await asyncio.gather(leaving, return_exceptions=True)
+    await asyncio.sleep(0.01)
+    await toggles.drop_toggle(toggle)
+    await asyncio.wait_for(coming, timeout=5)  # not CancelledError

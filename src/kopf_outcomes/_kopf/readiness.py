@@ -46,5 +46,7 @@ def wrap(original: WaitFor) -> WaitFor:
             finally:
                 gate.waiters -= 1
                 if not gate.waiters and not gate.task.done():
-                    gate.task.cancel()  # the last one waiting was cancelled: no wait is left behind
+                    gate.task.cancel()  # the last one waiting was cancelled: no wait is left behind,
+                    if by_state.get(state) is gate:  # and none that comes meanwhile is handed one cancelled
+                        del by_state[state]
     return wait_for
