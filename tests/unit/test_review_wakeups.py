@@ -17,7 +17,14 @@ from kopf._cogs.clients import fetching, watching
 from kopf_outcomes import objects
 from kopf_outcomes._kopf import requeue, selection
 from tests.unit.kopf_objects import configuration, processing, references
-from tests.unit.test_wakeup_timing import child_event, operator, parent_body, patched, worker_of
+from tests.unit.test_wakeup_timing import (
+    child_event,
+    operator,
+    parent_body,
+    patched,
+    worker_and_processor,
+    worker_of,
+)
 
 __all__ = ["patched"]  # the fixture, shared with test_wakeup_timing
 
@@ -219,6 +226,43 @@ async def test_a_child_gone_while_the_watch_was_down_is_forgotten_and_its_parent
         assert woken.is_set()
     finally:
         forget()
+        for body in (c1, c2):
+            await process({"type": "DELETED", "object": body})
+
+
+async def test_a_child_gone_while_the_watch_was_down_leaves_the_index_its_parent_reads(
+        patched: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, but what the woken parent then reads: Kopf keeps an object that went while the watch
+    was down in its indices until a restart (its relist emits no DELETED), so the parent, woken,
+    still found c1 and waited for it for good (stranded). The complete relisting takes c1 out of the
+    index the parent reads; c2, listed again, stays in it."""
+    async def child_fn(**_: Any) -> Any:
+        return None
+
+    registry, source = operator(child_fn)
+    process, processor = worker_and_processor(registry)
+    c1, c2 = (child_event(name, "a", kind=None)["object"] for name in ("c1", "c2"))
+    api = ScriptedApi([([c1, c2], False), ([c2], False)])
+    settings = api.serve(monkeypatch)
+    indexed: list[set[str]] = []
+
+    def names() -> set[str]:
+        return {str(entry) for index in processor.keywords["indexers"].values()
+                for store in index.index.values() for entry in store}
+
+    async def kopf_watcher(**_: Any) -> None:
+        async for raw_event in watching.infinite_watch(settings=settings, resource=RESOURCE, namespace=None,
+                                                       _iterations=2):
+            if isinstance(raw_event, dict):
+                await process(raw_event)
+            elif api.connection == 1:
+                indexed.append(names())
+    try:
+        await requeue.wrap_watcher(kopf_watcher)(settings=settings, resource=RESOURCE, operator_paused=None,
+                                                 processor=processor)
+        assert any("c1" in entry for entry in indexed[0]) and any("c2" in entry for entry in indexed[0])
+        assert not any("c1" in entry for entry in names()) and any("c2" in entry for entry in names())
+    finally:
         for body in (c1, c2):
             await process({"type": "DELETED", "object": body})
 

@@ -63,6 +63,11 @@ def operator(child_fn: Any) -> tuple[kopf.OperatorRegistry, objects.Source]:
 def worker_of(registry: kopf.OperatorRegistry) -> Any:
     """Kopf's per-object worker as the patch wraps it, processing each event through Kopf's own
     ``process_resource_event`` (indices, then the object's handlers)."""
+    return worker_and_processor(registry)[0]
+
+
+def worker_and_processor(registry: kopf.OperatorRegistry) -> tuple[Any, functools.partial[Any]]:
+    """:func:`worker_of`, and the processor it passes each event to (Kopf's watcher is given it)."""
     indexers = indexing.OperatorIndexers()
     indexers.ensure(registry._indexing.get_all_handlers())
     processor = functools.partial(
@@ -75,7 +80,7 @@ def worker_of(registry: kopf.OperatorRegistry) -> Any:
             await processor(raw_event=event)
         await requeue.wrap_worker(kopf_worker, lambda resource, body: None)(
             processor=processor, streams={"k": types.SimpleNamespace(backlog=asyncio.Queue())}, key="k")
-    return process
+    return process, processor
 
 
 async def test_a_childs_change_wakes_its_parent_before_the_childs_own_handler_returns(patched: None) -> None:

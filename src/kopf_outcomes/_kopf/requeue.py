@@ -163,10 +163,27 @@ def wrap_watcher(original: Callable[..., Awaitable[None]]) -> Callable[..., Awai
         _pause.set(kwargs.get("operator_paused"))  # in the watcher's own task: its workers inherit it
         processor, resource = kwargs.get("processor"), kwargs.get("resource")
         registry = processor.keywords.get("registry") if isinstance(processor, functools.partial) else None
-        if any(selection.server_selection(kwargs.get("settings"), resource)) or listing.own_indices(registry, resource):
-            _listings.set(selection.Listings(objects.left))  # its stream (wrap_watch) and its workers share it
+        own = listing.own_indices(registry, resource)
+        if any(selection.server_selection(kwargs.get("settings"), resource)) or own:
+            indexers = processor.keywords.get("indexers") if isinstance(processor, functools.partial) else None
+            left = functools.partial(_left_unseen, indexers, own or frozenset())
+            _listings.set(selection.Listings(left))  # its stream (wrap_watch) and its workers share it
         await listing.watched(original, kwargs)  # an index is complete once listed (unknown is not none)
     return watcher
+
+
+def _left_unseen(indexers: Any, own: frozenset[str], gone: list[selection.Unlisted]) -> None:
+    """Objects a complete relisting no longer holds, with no DELETED seen (they went while the watch
+    was down): Kopf keeps them in its indices until a restart, so a parent waiting on them would wait
+    for good. Out of our own indices first (the user's are Kopf's, left as Kopf keeps them), then
+    their parents are woken: they compare against indices without them."""
+    for uid, namespace, name in gone:
+        body = {"metadata": {"namespace": namespace, "name": name, "uid": uid}}
+        for index_id in own:
+            indexer = indexers.get(index_id) if indexers is not None else None
+            if indexer is not None:
+                indexer.discard(indexers.make_key(body))
+    objects.left([uid for uid, _, _ in gone])
 
 
 def wrap_watch(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:

@@ -83,18 +83,26 @@ async def still_selected(settings: Any, resource: Any, selection: Selection, bod
     return bool(found.get("items"))
 
 
+class Unlisted(NamedTuple):
+    """An object a complete listing no longer holds, as it was last seen."""
+    uid: str
+    namespace: str | None
+    name: str | None
+
+
 class Listings:
     """One watcher's stream of a resource: for each object, the listing (the connection of Kopf's
     ``continuous_watch`` that began with it) it was last seen in or after, and which listing was the
     last to complete. An object is still in the watch while it was seen in or after that listing.
     One that a complete listing does not hold left unseen (no DELETED while the watch was down): it
-    is forgotten then, and ``left`` is told. A listing cut midway completes nothing: what it held is
-    read against the listing before it, and then against the next complete one."""
+    is forgotten then, and ``left`` is told it (uid, namespace, name). A listing cut midway completes nothing:
+    what it held is read against the listing before it, and then against the next complete one."""
 
-    def __init__(self, left: Callable[[list[str]], None] | None = None) -> None:
+    def __init__(self, left: Callable[[list[Unlisted]], None] | None = None) -> None:
         self.listings = 0  # the listings begun: one per connection
         self.listed = 0  # the last one that completed
         self.seen: dict[str, int] = {}
+        self.names: dict[str, tuple[str | None, str | None]] = {}  # uid: namespace, name
         self.vouches = True
         self.left = left
 
@@ -118,8 +126,11 @@ class Listings:
                     pass  # a BOOKMARK event: no object
                 elif raw_event.get("type") == "DELETED":
                     self.seen.pop(uid, None)
+                    self.names.pop(uid, None)
                 else:
                     self.seen[uid] = listing
+                    metadata = raw_event["object"]["metadata"]
+                    self.names[uid] = (metadata.get("namespace"), metadata.get("name"))
             yield raw_event
 
     def _forget_unlisted(self) -> None:
@@ -127,8 +138,9 @@ class Listings:
         gone = [uid for uid, listing in self.seen.items() if listing < self.listed]
         for uid in gone:
             del self.seen[uid]
-        if gone and self.left is not None:
-            self.left(gone)
+        left = [Unlisted(uid, *self.names.pop(uid, (None, None))) for uid in gone]
+        if left and self.left is not None:
+            self.left(left)
 
     def holds(self, body: Any) -> bool | None:
         """Whether the object was seen in or after the last complete listing (else it left unseen);
