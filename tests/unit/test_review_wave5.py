@@ -439,3 +439,34 @@ async def test_a_release_set_before_the_handler_waited_does_not_free_an_object_t
     server.body["metadata"]["labels"] = {"shard": "b"}  # it left the filters mid-deletion
     await op.event()
     assert not server.finalized, "released by an annotation set before the handler waited"
+
+
+# --- 1c. a retained sub-handler's stamp ---------------------------------------------------------
+
+async def test_a_retained_sub_handler_is_released_by_its_own_id_and_stamp_only(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    runs: list[str] = []
+
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"child": retaining(runs, "child")})
+
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete(*RESOURCE, registry=registry, id="parent")(parent)
+    op = Operator(server, registry)
+    await op.event()
+    await op.event()
+    records = server.records()
+    assert records["parent/child"]["outcome"] == "retained" and not server.finalized
+    stamp = records["parent/child"]["stamp"]
+    child_runs = runs.count("child")
+    for wrong in [f"parent@{stamp}", "parent/child", "parent", "*", f"parent/other@{stamp}", f"child@{stamp}"]:
+        release(server, wrong)
+        await op.event()
+        await op.event()
+        assert not server.finalized, wrong
+    assert runs.count("child") == child_runs  # not run again by any of them
+    release(server, f"parent/child@{stamp}")
+    for _ in range(3):
+        await op.event()
+    assert server.finalized and runs.count("child") == child_runs
