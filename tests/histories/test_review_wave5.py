@@ -1,0 +1,71 @@
+"""
+The stale-view-stranded fix (:mod:`kopf_outcomes._kopf.unrecorded`) as a real process has it: its
+map of this process's conclusions is lost with the process, and bounded. The histories' ``restart``
+starts a new operator in the same Python process, so the map survives it there: here it does not.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from kopf_outcomes._kopf import unrecorded
+from tests.histories import machine
+from tests.histories.model import HandlerSpec
+
+# Before 1.38 Kopf removes its finalizer with a merge patch, which no stale resourceVersion refuses.
+REFUSES_A_STALE_RELEASE = pytest.mark.skipif(
+    tuple(int(part) for part in importlib.metadata.version("kopf").split(".")[:2]) < (1, 38),
+    reason="Kopf < 1.38 removes the finalizer with a merge patch: a stale view's removal is not refused")
+
+
+@pytest.fixture(autouse=True)
+def oracle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strict but for the stale runs' own acted_on_this_state (``stale-view``, open on main); the
+    process's map of conclusions is this test's own."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset({"stale-view"}))
+    monkeypatch.setattr(unrecorded, "_final", type(unrecorded._final)())  # this test's process alone
+
+
+def forget_like_a_new_process() -> None:
+    unrecorded._final.clear()
+
+
+def forget_by_the_bound() -> None:
+    for index in range(unrecorded.LIMIT):  # other objects' conclusions, in a busy operator
+        unrecorded.concluded(f"another-{index}", "hdl0-delete", True)
+
+
+@REFUSES_A_STALE_RELEASE
+@pytest.mark.xfail(strict=True, raises=machine.Violation, reason=(
+    "stranded: the memory of a conclusion whose write was refused lives only in the process "
+    "(_kopf/unrecorded.py, a bounded in-process map): a restart (or 65,536 later conclusions) between "
+    "the refused release and the next event loses it, and the parked handler is never run again (P2)"))
+@pytest.mark.parametrize("forget", [forget_like_a_new_process, forget_by_the_bound], ids=["restart", "eviction"])
+def test_a_stale_views_refused_release_is_not_stranded_by_a_restart_after_it(forget: object) -> None:
+    """As test_regressions' stale-view-stranded history, then the process restarts for real."""
+    assert callable(forget)
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
+        history.delete()
+        history.another_operator_writes_its_bookkeeping()
+        history.deliver_stale(back=1)
+        history.behaviour_changes(behaviour="success", index=0)
+        history.restart()
+        history.deliver_stale(back=1)  # it succeeds on the stale view; Kopf's removal is refused
+        history.restart()
+        forget()
+        while history.api.queue:
+            history.deliver(count=1, latest=False, crash=None)
+
+
+def test_a_stale_views_refused_release_is_run_again_in_the_same_process() -> None:
+    """Guard: the same history without the restart after the refusal: released (the fix)."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
+        history.delete()
+        history.another_operator_writes_its_bookkeeping()
+        history.deliver_stale(back=1)
+        history.behaviour_changes(behaviour="success", index=0)
+        history.restart()
+        history.deliver_stale(back=1)
+        while history.api.queue:
+            history.deliver(count=1, latest=False, crash=None)
