@@ -345,7 +345,7 @@ async def test_an_object_recreated_with_its_name_while_the_watch_was_down_is_tol
 
     old, new = body("x"), body("x")
     new["metadata"]["uid"] = "u-x-again"
-    told: list[str] = []
+    told: list[selection.Unlisted] = []
     listings = selection.Listings(told.extend)
     token = requeue._listings.set(listings)
     try:
@@ -356,7 +356,7 @@ async def test_an_object_recreated_with_its_name_while_the_watch_was_down_is_tol
             pass
     finally:
         requeue._listings.reset(token)
-    assert told == ["u-x"], told
+    assert [(gone.uid, gone.name) for gone in told] == [("u-x", "x")], told
     assert not listings.holds(old) and listings.holds(new) and listings.holds(body("y"))
 
 
