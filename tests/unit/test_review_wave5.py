@@ -552,3 +552,34 @@ async def test_an_observer_failing_on_a_release_neither_runs_the_handler_nor_str
         server.age(61)
     assert runs == ["a"], "the retained handler ran again"
     assert server.finalized, (FailsOnTheRelease.told, server.records(), server.annotations.get(DEFAULT_KEYS.release))
+
+
+# --- 1d. Kopf's own final failures, retained: stamped too ---------------------------------------------
+
+@pytest.mark.parametrize("failure", ["permanent", "retries"])
+async def test_kopfs_own_final_failure_retained_is_stamped_and_the_old_form_holds(server: Server, failure: str) -> None:
+    runs: list[int] = []
+
+    def fn(**_: Any) -> None:
+        runs.append(len(runs))
+        if failure == "permanent":
+            raise kopf.PermanentError("the backup failed")
+        raise kopf.TemporaryError("the backup failed", delay=1)
+
+    registry = kopf.OperatorRegistry()
+    kopf_outcomes.handler_options(fatal_on_delete="retain")(
+        kopf.on.delete(*RESOURCE, registry=registry, id="h", retries=2)(fn))
+    op = Operator(server, registry)
+    for _ in range(3):
+        await op.event()
+        server.age(61)
+    record = server.records()["h"]
+    assert record["outcome"] == "retained" and record.get("stamp") and not server.finalized
+    ran = len(runs)
+    for old_form in ["h", "*"]:
+        release(server, old_form)
+        await op.event()
+        assert not server.finalized
+    release(server, stamped(server.annotations, "h"))
+    await op.event()
+    assert server.finalized and len(runs) == ran
