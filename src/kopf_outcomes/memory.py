@@ -95,9 +95,9 @@ class MemoryRecord(_Conclusion, total=False):
         Its other objects when it was stored, for ``why``: per source, its resource, how, tracked
         fields and objects (``kopf_outcomes.objects.described``; read, never compared).
     ``ignored_release`` (str)
-        A retained handler's: the release annotation's value already there when it was retained
-        (and still answering a retention before it): that value releases none of it. It goes when
-        that annotation does.
+        A waiting (retained or pending) handler's: the release annotation's value already there when
+        it began to wait (and still answering a retention before it): that value releases none of
+        it. It goes when that annotation does.
     ``stamp`` (str)
         A retained handler's: made as it is retained, and carried by the release that answers this
         retention (``<handler>@<stamp>``), so that no release set before it, or without knowing
@@ -395,7 +395,9 @@ def release_answers(body: Mapping[str, Any], handler_id: str, record: MemoryReco
     stamp = record.get("stamp")
     if stamp is None:
         return release_requested(body, handler_id, keys)
-    return (handler_id, stamp) in _releases(body, keys)
+    # The whole value too: the one the log gives for a handler whose id has a ",".
+    return (handler_id, stamp) in _releases(body, keys) or (
+        isinstance(value, str) and value.strip() == f"{handler_id}@{stamp}")
 
 
 def release_value(handler_id: str, record: Mapping[str, Any]) -> str:

@@ -415,11 +415,6 @@ async def test_a_stock_handler_that_writes_and_fails_leaves_no_memory(server: Se
 # --- 1b. a release set before a handler waited, for an object that left the filters (held.py) -----
 
 @RELEASES_BEFORE_THE_MEMORY
-@pytest.mark.xfail(strict=True, reason=(
-    "early release: held.released() answers a waiting (pending) handler by release_requested, its name or '*' "
-    "(any stamp), with no check that the annotation came after the handler waited: one set before the handler "
-    "parked (in advance, or left from another release) frees the object once it leaves the filters, with no "
-    "person having seen the hold (_kopf/held.py released/waiting; ignore_leftover_release covers retained only)"))
 @pytest.mark.parametrize("value", ["*", "h", "h@anything"])
 async def test_a_release_set_before_the_handler_waited_does_not_free_an_object_that_left_the_filters(
         server: Server, value: str) -> None:
@@ -474,11 +469,7 @@ async def test_a_retained_sub_handler_is_released_by_its_own_id_and_stamp_only(
 
 @RELEASES_BEFORE_THE_MEMORY
 @pytest.mark.parametrize("handler_id", [
-    pytest.param("backup/s3", marks=pytest.mark.xfail(strict=True, reason=(
-        "early release: held.waiting counts a record only where handler_id.split('/', 1)[0] is a deletion "
-        "handler's id, reading every '/' as a sub-handler's: a top-level deletion handler whose own id has a "
-        "'/' is not seen waiting, and Kopf removes the finalizer of the object that left the filters "
-        "(_kopf/held.py waiting)"))),
+    "backup/s3",
     "a@b", "a,b"])
 async def test_a_waiting_handler_with_an_odd_id_holds_an_object_that_left_the_filters(
         server: Server, handler_id: str) -> None:
@@ -498,10 +489,7 @@ async def test_a_waiting_handler_with_an_odd_id_holds_an_object_that_left_the_fi
 
 
 @pytest.mark.parametrize("handler_id", [
-    pytest.param("a,b", marks=pytest.mark.xfail(strict=True, reason=(
-        "stranded: memory._releases splits the annotation at every ',', so the release value the log, the "
-        "ERROR and `why` give for a retained handler whose id has a ',' (memory.release_value) is read as two "
-        "entries and releases nothing; only removing the finalizer by hand frees the object (memory.py)"))),
+    "a,b",
     "a@b", "x/y", "a b", "*"])
 async def test_a_retained_handler_with_an_odd_id_is_released_by_the_value_its_log_gives(
         server: Server, handler_id: str) -> None:

@@ -31,7 +31,7 @@ import contextvars
 import functools
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from kopf_outcomes import memory, shards
@@ -101,16 +101,24 @@ def waiting(body: Mapping[str, Any], finalizer: str) -> list[str]:
         return [] if memory.release_requested(body, UNREADABLE, keys) else [UNREADABLE]
     return sorted(handler_id for handler_id, record in records.items()
                   if record["outcome"] in WAITING
-                  and (ids is None or handler_id.split("/", 1)[0] in ids)
+                  and (ids is None or of_deletion_handler(handler_id, ids))
                   and not released(body, handler_id, record, keys))
 
 
+def of_deletion_handler(handler_id: str, ids: Collection[str]) -> bool:
+    """A deletion handler's record, or one of its sub-handlers' (``<parent>/<sub>``): a "/" may also
+    be in a handler's own id, so the id is matched whole before any prefix."""
+    return handler_id in ids or any(handler_id.startswith(f"{parent}/") for parent in ids)
+
+
 def released(body: Mapping[str, Any], handler_id: str, record: memory.MemoryRecord, keys: memory.MemoryKeys) -> bool:
-    """A person's release of a waiting handler: by its name (or ``*``); a retained one's only with
-    its retention's stamp, as everywhere (:func:`kopf_outcomes.memory.release_answers`)."""
+    """A person's release of a waiting handler: by its name (or ``*``), not the one already there as
+    it began to wait; a retained one's only with its retention's stamp, as everywhere
+    (:func:`kopf_outcomes.memory.release_answers`)."""
     if record["outcome"] == "retained":
         return memory.release_answers(body, handler_id, record, keys)
-    return memory.release_requested(body, handler_id, keys)
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
+    return memory.release_requested(body, handler_id, keys) and record.get("ignored_release") != value
 
 
 # What an unreadable memory holds: nothing a person could name but ``*``.

@@ -225,7 +225,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                   or (stored == "retry" and known.acted_on_this_state)
                                   or (not acted and keeps_key(turn, known))):
             ignored = run.previous.get("ignored_release") if run.previous is not None else None
-            if stored == "retained" and (run.previous is None or run.previous["outcome"] != "retained"):
+            if stored in _KEPT and (run.previous is None or run.previous["outcome"] != stored):
                 ignored = ignore_leftover_release(turn, body, patch)
             woke = woken_by(plugins, cycle, handler, cause, run.previous)
             new = memory.record(run.previous, digest=remembered(plugins, cycle, handler, cause),
@@ -238,7 +238,7 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
                                 woken_by=wakeups.history(run.previous.get("woken_by") if run.previous else None, woke),
                                 deadline=getattr(result.exception, "deadline", None),
                                 uid=str((body.get("metadata") or {}).get("uid") or ""), key=known.idempotency_key,
-                                ignored_release=ignored if stored == "retained" else None,
+                                ignored_release=ignored if stored in _KEPT else None,
                                 stamp=stamp_of(result, run.previous) if stored == "retained" else None,
                                 acted=acted)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
@@ -282,17 +282,18 @@ def keeps_key(turn: Turn, known: memory.Memory) -> bool:
 
 
 def ignore_leftover_release(turn: Turn, body: Mapping[str, Any], patch: MutableMapping[str, Any]) -> str | None:
-    """A release annotation that names a handler (or ``*``) as it becomes retained was set before
-    this retention: it answers an earlier one, or none, and releases nothing of this one. Where it
-    still answers a handler retained before, it stays for that one, and its value is returned: the
-    record keeps it as the value that releases none of this handler. Else it goes in this PATCH."""
+    """A release annotation that names a handler (or ``*``) as it begins to wait (retained, or
+    pending: released by a person only where it left the filters, :mod:`.held`) was set before this
+    wait: it answers an earlier one, or none, and releases nothing of this one. Where it still
+    answers a handler retained before, it stays for that one, and its value is returned: the record
+    keeps it as the value that releases none of this handler. Else it goes in this PATCH."""
     keys, handler = turn.cycle.keys, turn.handler
     if not memory.release_requested(body, str(handler.id), keys):
         return None
     value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
     turn.cause.logger.warning(f"Ignored the release annotation {keys.release}={value!r} for {handler}: it was set "
-                              f"before {handler} was retained, so it answers no retention of it. Set it again, once "
-                              f"it is gone, to release this one.")
+                              f"before {handler} began to wait, so it releases nothing of this wait. Set it again, "
+                              f"once it is gone, to release this one.")
     if release_answers_another(turn.cycle, body, patch, str(handler.id)):
         return str(value)
     answered(turn.cycle, body, patch, turn.cause.logger)
