@@ -206,6 +206,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
     failed, the run is a Retry, and is remembered as one (its key kept as a Retry keeps it)."""
     plugins, cycle, run, handler, cause, _ = turn
     if plugins.observed:
+        if isinstance(result.exception, Retained):
+            show_retention(turn, outcome, result.exception)
         fallback = observed(plugins, cycle.kind, cycle.keys, run, cause, outcome)
         if fallback is not None:
             outcome, result = fallback, observer_failed(handler, fallback, cause)
@@ -264,6 +266,18 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
 
 
 _KEPT = frozenset({"pending", "retained"})
+
+
+def show_retention(turn: Turn, outcome: Outcome, retained: Retained) -> None:
+    """A retention's record, stamp included, in the patch before the observers are told: they read
+    it there to print the command that releases it. Written again as concluded once they have been
+    told (an observer's failure makes it the Retry's record, or none)."""
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    if body is not None and patch is not None and turn.cycle.persists:
+        record = memory.record(turn.run.previous, digest="", outcome="retained", reason=str(outcome), parked=False,
+                               depends_on=turn.run.options.depends_on, stamp=retained.stamp)
+        memory.write(body, patch, str(turn.handler.id), record, turn.cause.logger, turn.cycle.keys,
+                     known=turn.cycle.records)
 
 
 def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str | None:
