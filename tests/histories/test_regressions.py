@@ -24,6 +24,18 @@ def strict_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset())
 
 
+def succeed_on_a_stale_view_after_a_restart(history: machine.Histories) -> None:
+    """The deletion handler parks; another operator writes its bookkeeping; a stale event is
+    processed; the handler then succeeds, the operator restarts and is given a stale event again:
+    it succeeds on that view, and Kopf's removal of the finalizer is refused."""
+    history.delete()
+    history.another_operator_writes_its_bookkeeping()
+    history.deliver_stale(back=1)
+    history.behaviour_changes(behaviour="success", index=0)
+    history.restart()
+    history.deliver_stale(back=1)
+
+
 def deliver_all(history: machine.Histories) -> None:
     while history.api.queue:
         history.deliver(count=1, latest=False, crash=None)
@@ -151,12 +163,7 @@ def test_a_parked_deletion_handler_that_succeeds_after_a_stale_view_is_released(
     stale runs' own ``acted_on_this_state`` is the open ``stale-view`` (the test above): waived here."""
     monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset({"stale-view"}))
     with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
-        history.delete()
-        history.another_operator_writes_its_bookkeeping()
-        history.deliver_stale(back=1)
-        history.behaviour_changes(behaviour="success", index=0)
-        history.restart()
-        history.deliver_stale(back=1)
+        succeed_on_a_stale_view_after_a_restart(history)
 
 
 @open_finding("stale-view-retained", "a retained handler concluded for good on a stale view: shown retained")

@@ -12,6 +12,7 @@ import pytest
 from kopf_outcomes._kopf import unrecorded
 from tests.histories import machine
 from tests.histories.model import HandlerSpec
+from tests.histories.test_regressions import deliver_all, succeed_on_a_stale_view_after_a_restart
 
 # Before 1.38 Kopf removes its finalizer with a merge patch, which no stale resourceVersion refuses
 # (and the histories' harness calls a process_resource_event with Kopf 1.38's no_throttling).
@@ -46,26 +47,14 @@ def test_a_stale_views_refused_release_is_not_stranded_by_a_restart_after_it(for
     """As test_regressions' stale-view-stranded history, then the process restarts for real."""
     assert callable(forget)
     with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
-        history.delete()
-        history.another_operator_writes_its_bookkeeping()
-        history.deliver_stale(back=1)
-        history.behaviour_changes(behaviour="success", index=0)
-        history.restart()
-        history.deliver_stale(back=1)  # it succeeds on the stale view; Kopf's removal is refused
+        succeed_on_a_stale_view_after_a_restart(history)
         history.restart()
         forget()
-        while history.api.queue:
-            history.deliver(count=1, latest=False, crash=None)
+        deliver_all(history)
 
 
 def test_a_stale_views_refused_release_is_run_again_in_the_same_process() -> None:
     """Guard: the same history without the restart after the refusal: released (the fix)."""
     with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
-        history.delete()
-        history.another_operator_writes_its_bookkeeping()
-        history.deliver_stale(back=1)
-        history.behaviour_changes(behaviour="success", index=0)
-        history.restart()
-        history.deliver_stale(back=1)
-        while history.api.queue:
-            history.deliver(count=1, latest=False, crash=None)
+        succeed_on_a_stale_view_after_a_restart(history)
+        deliver_all(history)
