@@ -5,8 +5,8 @@ import contextvars
 import dataclasses
 import enum
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Collection, Mapping
+from typing import Any, Final, Protocol
 
 from kopf_outcomes import engine
 from kopf_outcomes._kopf.internals import (
@@ -15,6 +15,7 @@ from kopf_outcomes._kopf.internals import (
     Handler,
     HandlerState,
     OperatorSettings,
+    State,
     default_backoff,
     progress_of,
     raw_body_of,
@@ -27,8 +28,16 @@ from kopf_outcomes.options import NO_OPTIONS, HandlerOptions, declared
 from kopf_outcomes.options import attached_options as own_options
 from kopf_outcomes.runs import HandlerRun, ResourceRef
 
-if TYPE_CHECKING:
-    from kopf_outcomes._kopf.cycle import Cycle
+
+class Siblings(Protocol):
+    """What a run reads of its cycle (a :class:`~kopf_outcomes._kopf.cycle.Cycle`): the cause's
+    handlers and Kopf's progress of them, for :attr:`KopfRun.siblings`."""
+
+    @property
+    def handlers(self) -> Collection[Handler]: ...
+
+    @property
+    def state(self) -> State | None: ...
 
 # Per handler run: how the caller treats arbitrary exceptions (only plugins need it).
 default_errors: contextvars.ContextVar[ErrorsMode] = contextvars.ContextVar("kopf_outcomes_errors")
@@ -95,7 +104,7 @@ def _reason_value(reason: object) -> str | None:
 # A plain tuple: made as a named tuple (``tuple.__new__``, a C call with its argument parsing), it
 # cost each observed run about 1,650 CPU instructions, as much as four trivial observers' calls.
 _Sources = tuple[Handler, Cause, int, "float | HandlerState", OperatorSettings, "MemoryRecord | None", ErrorsMode,
-                 HandlerOptions, Kind, "Cycle | None"]
+                 HandlerOptions, Kind, "Siblings | None"]
 _HANDLER: Final = 0
 _CAUSE: Final = 1
 _RETRY: Final = 2
@@ -218,7 +227,7 @@ _set_runtime = KopfRun._runtime.__set__  # type: ignore[attr-defined]
 
 def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, retry: int,
           runtime: float | HandlerState, settings: OperatorSettings, previous: MemoryRecord | None,
-          cycle: Cycle | None = None) -> HandlerRun:
+          cycle: Siblings | None = None) -> HandlerRun:
     """The run as hooks see it. Built on every observed run: only what would change later is read
     now (``runtime``, a handler's progress, is read when a hook asks)."""
     run = _new(KopfRun)

@@ -7,18 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from kopf_outcomes import engine, wakeups
-from kopf_outcomes._kopf.internals import Cause, Handler, raw_body_of
+from kopf_outcomes._kopf.internals import Cause, Handler, OperatorWrites, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import options_of
 from kopf_outcomes.digest import hashed, state
 from kopf_outcomes.digest import patched as patched_body
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 
-if TYPE_CHECKING:
-    from kopf_outcomes._kopf.cycle import Cycle
+
+class OperatorsOwn(Protocol):
+    """What a state leaves out as the operator's own writes: the results Kopf stores for its
+    handlers and its storages' fields (a :class:`~kopf_outcomes._kopf.cycle.Cycle` knows both)."""
+
+    @property
+    def handler_ids(self) -> AbstractSet[str]: ...
+
+    @property
+    def writes(self) -> OperatorWrites: ...
 
 
 class Scope(NamedTuple):
@@ -29,7 +37,7 @@ class Scope(NamedTuple):
     ignore: list[str]
 
 
-def digest(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *, patched: bool = False,
+def digest(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause, *, patched: bool = False,
            scope: Scope | None = None) -> str:
     """The digest of the state the handler depends on; ``patched``: of the object as this cycle's
     pending patch will leave it (what is remembered), else as it is now (what is compared);
@@ -51,7 +59,7 @@ def recorded_scope(record: MemoryRecord, now: Scope) -> Scope:
     return Scope(record.get("depends_on"), record.get("ignore", []) if "key" in record else now.ignore)
 
 
-def state_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, *,
+def state_of(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause, *,
              patched: bool = False, scope: Scope | None = None) -> dict[str, Any]:
     """The state the handler depends on (see :func:`digest`)."""
     body = raw_body_of(cause)
@@ -79,7 +87,7 @@ def _results(body: Mapping[str, Any], handler_ids: AbstractSet[str]) -> list[tup
     return found
 
 
-def remembered(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause) -> str:
+def remembered(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause) -> str:
     """The digest of the state a conclusion is about (the object as the cycle's patch leaves it),
     its parts kept to tell what wakes the handler next."""
     chosen = state_of(plugins, cycle, handler, cause, patched=True)
@@ -88,7 +96,7 @@ def remembered(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Ca
     return found
 
 
-def woken_by(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause,
+def woken_by(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause,
              previous: MemoryRecord | None) -> list[str] | None:
     """The paths of the handler's state that changed since its previous conclusion, if known."""
     if previous is None:
