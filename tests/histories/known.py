@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 
 KNOWN_OPEN: frozenset[str] = frozenset({
-    "new-remember-depends-on",  # NEW: remember + depends_on: a change outside it re-runs a finished handler
-    "new-bookkeeping-wake",  # NEW: bookkeeping around a deletion re-runs a parked handler (marks its test only)
     "stale-view",  # an event older than one seen runs a handler on an old memory: acted_on_this_state is False
     #                for a state it acted on (P3; its stranding, stale-view-stranded, is fixed: see test_regressions)
     "stale-view-retained",  # a handler retained, then concluded for good on a stale view whose write is refused:

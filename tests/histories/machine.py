@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import kopf
-from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -89,8 +88,6 @@ def operators(draw: st.DrawFn) -> tuple[tuple[model.HandlerSpec, ...], model.Pol
         defaults=draw(OPTIONS),
         handlers={handler.id: draw(OPTIONS) for handler in handlers if draw(st.booleans())},
         value_error=draw(st.sampled_from([None, "retry", "pending", "fatal", "success"])))
-    if "new-remember-depends-on" in KNOWN_OPEN:  # not combined while open
-        assume(not any(policy.option(h, "remember") and policy.option(h, "depends_on") for h in handlers))
     if "41-7" in KNOWN_OPEN and any(policy.option(handler, "remember") for handler in handlers):
         handlers = tuple(model.HandlerSpec(h.id, h.cause, h.options, None, h.subs) for h in handlers)
     return handlers, policy, draw(st.booleans())
