@@ -32,10 +32,11 @@ def test_a_view_older_than_the_own_write_runs_nothing_and_the_write_s_own_view_r
     try:
         history.another_operator_writes_its_bookkeeping()  # queued after our write's event
         older = fake_api.Event("MODIFIED", history.api.versions[-3])  # the deletion, before our write
-        runs = len(history.world.runs)
+        runs, writes, stored = len(history.world.runs), history.api.kopf_writes, history.api.body
         history.clock.advance(6)  # past Kopf's wait for its own write
         history._cycle(older, None)
         assert len(history.world.runs) == runs  # held: nothing ran on the view without its record
+        assert (history.api.kopf_writes, history.api.body) == (writes, stored)  # nor wrote Kopf's progress from it
         assert history.api.finalized
         while history.api.queue:  # our write's view, then the bookkeeping's: the oracle judges each run
             history.deliver(count=1, latest=False, crash=None)

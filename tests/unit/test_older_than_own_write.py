@@ -57,3 +57,12 @@ def test_past_the_limit_the_oldest_object_is_forgotten(monkeypatch: pytest.Monke
     for uid in ("a", "b", "c"):
         writes.wrote(view("5", uid), "9")
     assert [writes.older(view("8", uid)) for uid in ("a", "b", "c")] == [False, True, True]
+
+
+def test_only_the_held_cycles_patch_is_dropped_and_only_once() -> None:
+    writes, patch, other = OwnWrites(), {"a": 1}, {"a": 1}
+    writes.hold(patch)
+    assert not writes.held(other)  # another cycle's patch: and the hold is spent
+    writes.hold(patch)
+    assert writes.held(patch)
+    assert not writes.held(patch)

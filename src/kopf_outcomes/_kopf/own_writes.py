@@ -44,6 +44,17 @@ class OwnWrites:
 
     def __init__(self) -> None:
         self._awaited: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._held: object = None  # the patch of the cycle held on an older view (until its apply)
+
+    def hold(self, patch: object) -> None:
+        """The cycle whose patch this is runs on a view older than our write: it writes nothing
+        (Kopf's progress, stored from that view, would overwrite what our write recorded)."""
+        self._held = patch
+
+    def held(self, patch: object) -> bool:
+        """Whether this is the held cycle's patch (asked once, by its apply)."""
+        held, self._held = self._held, None
+        return held is not None and held is patch
 
     def wrote(self, body: Mapping[str, Any], returned: object) -> None:
         """Our PATCH of the object (``body``: the view it was made from) carried our memory, and

@@ -87,6 +87,7 @@ class Reactions:
                                                    cause, state, extra_context, default_errors)
         parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
         if parent is None and self.own_writes.older(raw_body_of(cause) or EMPTY):
+            self.own_writes.hold(getattr(cause, "patch", None))
             return older_than_own_write(settings, handlers, cause, state)
         token = enter(cycle)
         try:
@@ -176,9 +177,9 @@ class Reactions:
 def older_than_own_write(settings: OperatorSettings, handlers: Collection[Handler], cause: Cause,
                          state: State) -> Mapping[HandlerId, KopfOutcome]:
     """A view older than this process's own last memory write of the object (:mod:`.own_writes`):
-    none of its handlers runs, nothing is written, and the finalizer stays (Kopf counts the handlers
-    unfinished); the cycle runs again on the object's latest event after Kopf's own wait for its
-    write (``consistency_timeout``), at once when a new event comes."""
+    none of its handlers runs, the cycle's patch is dropped (``OwnWrites.hold``), so nothing is
+    written, nor the finalizer removed; the cycle runs again on the object's latest event after
+    Kopf's own wait for its write (``consistency_timeout``), at once when a new event comes."""
     timeout = getattr(settings.persistence, "consistency_timeout", None)
     wait = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else OWN_WRITE_WAIT
     delays.tell(getattr(cause, "patch", None), state, {str(h.id) for h in handlers}, [wait])

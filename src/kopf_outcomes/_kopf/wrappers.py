@@ -115,7 +115,10 @@ class Wrappers:
         """Kopf's apply, blind to our delays (:mod:`.delays`): no sleeping for them, no touch-dummy
         writes. A recheck due before Kopf's own delays sleeps here instead, and then runs again
         without a write (:mod:`.requeue`); one due later waits for the cycle after Kopf's wake-up."""
-        ours = delays.take(kwargs.get("patch"))
+        patch = kwargs.get("patch")
+        if self.own_writes.held(patch) and patch is not None:
+            patch.clear()  # a view older than our own write writes nothing from it (:mod:`.own_writes`)
+        ours = delays.take(patch)
         if ours is None:
             return self._remembered(kwargs, await self._apply(**kwargs))
         stock = kwargs["delays"] = delays.stock(kwargs.get("delays") or (), ours)
