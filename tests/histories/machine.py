@@ -264,7 +264,10 @@ class Histories(RuleBasedStateMachine):
 
     @rule_unless("42-2", index=st.integers(0, 5))
     def handler_writes_its_own_status(self, index: int) -> None:
-        self.world.own_writes ^= {self.leaves[index % len(self.leaves)].id}
+        handler = self.leaves[index % len(self.leaves)]
+        if "new-own-write-resume" in KNOWN_OPEN and handler.cause == "resume":
+            return  # resumed after a restart, it keys its own write once no record is left (known.py)
+        self.world.own_writes ^= {handler.id}
 
     @rule(fault=st.sampled_from([(hook, mode) for hook, modes in sorted(_faults().items()) for mode in modes]))
     def plugin_fault_changes(self, fault: tuple[str, str]) -> None:
