@@ -179,7 +179,9 @@ async def test_a_stock_event_handlers_patch_in_a_held_cycle_lands(server: Server
     assert server.body["metadata"]["labels"] == {"events": "2"}  # and its write landed, as in stock Kopf
 
 
-@pytest.mark.xfail(RULE_ACTIVE, strict=True, reason=(
+@pytest.mark.skipif(not RULE_ACTIVE, reason="Kopf 1.37 returns no version of its write: no view is "
+                    "held there, an older view runs the handler as stock Kopf does (safety.md's limit)")
+@pytest.mark.xfail(strict=True, reason=(
     "webhooks are not a stock kind, so their admission request's object passes OwnWrites.older(): one "
     "without a resourceVersion (a mutating webhook on an unconditional PUT) is 'a view we cannot place' "
     "and deletes the awaited version, so the older view that follows runs the parked handler again, "
