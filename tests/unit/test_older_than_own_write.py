@@ -38,10 +38,13 @@ def test_a_write_whose_version_cannot_be_compared_holds_nothing(returned: object
     assert not writes.older(view("8"))
 
 
-def test_a_view_whose_version_cannot_be_compared_is_left_to_kopf() -> None:
+@pytest.mark.parametrize("version", ["opaque", None])
+def test_a_view_whose_version_cannot_be_compared_is_left_to_kopf_and_does_not_end_the_wait(
+        version: str | None) -> None:
     writes = OwnWrites()
     writes.wrote(view("5"), "9")
-    assert not writes.older(view("opaque"))
+    assert not writes.older(view(version))
+    assert writes.older(view("8"))  # still awaited: a view we cannot place is not one at or after it
 
 
 def test_an_object_gone_is_forgotten() -> None:

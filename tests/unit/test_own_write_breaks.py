@@ -124,13 +124,10 @@ async def calls_before_yielding(kind: str, op: Operator, older: dict[str, Any], 
     return before_yielding
 
 
-@pytest.mark.xfail(RULE_ACTIVE, strict=True, reason=(
-    "reaction.py holds a timer's cycle too (TIMER is not a stock kind) when its live body is older "
-    "than our own write, returning {} outcomes: Kopf's _timer sees the handler not done with a zero "
-    "delay, sleeps 0 (no await) and calls again at once -- a busy loop that never yields, so the "
-    "write's event never arrives and the whole operator hangs (severity: stranded, every object)"))
 async def test_a_timer_on_a_view_older_than_our_write_does_not_spin(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timer keeps no memory, so its attempt is not held: held, with no outcome and no delay,
+    Kopf's ``_timer`` called it again at once without yielding, and the operator hung."""
     registry = kopf.OperatorRegistry()
 
     @kopf.timer(*KOPF_RESOURCE, interval=60, registry=registry, id="ticks")
@@ -141,12 +138,9 @@ async def test_a_timer_on_a_view_older_than_our_write_does_not_spin(
     assert await calls_before_yielding("timer", op, older, "ticks", monkeypatch) == 1  # then it sleeps
 
 
-@pytest.mark.xfail(RULE_ACTIVE, strict=True, reason=(
-    "as the timer: a daemon's attempt on a live body older than our own write is held with {} "
-    "outcomes; Kopf's _daemon loop (while not state.done) sees no delay and calls again at once, "
-    "never yielding: the operator hangs (severity: stranded, every object)"))
 async def test_a_daemon_on_a_view_older_than_our_write_does_not_spin(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the timer: a held daemon attempt looped in Kopf's ``_daemon`` without yielding."""
     registry = kopf.OperatorRegistry()
 
     @kopf.daemon(*KOPF_RESOURCE, registry=registry, id="lives")
@@ -181,13 +175,11 @@ async def test_a_stock_event_handlers_patch_in_a_held_cycle_lands(server: Server
 
 @pytest.mark.skipif(not RULE_ACTIVE, reason="Kopf 1.37 returns no version of its write: no view is "
                     "held there, an older view runs the handler as stock Kopf does (safety.md's limit)")
-@pytest.mark.xfail(strict=True, reason=(
-    "webhooks are not a stock kind, so their admission request's object passes OwnWrites.older(): one "
-    "without a resourceVersion (a mutating webhook on an unconditional PUT) is 'a view we cannot place' "
-    "and deletes the awaited version, so the older view that follows runs the parked handler again, "
-    "acted_on_this_state False (severity: started twice; needs a webhook on the same resource)"))
 async def test_a_webhook_request_without_a_resource_version_does_not_end_the_wait_for_our_write(
         server: Server) -> None:
+    """An admission request's object without a resourceVersion (an unconditional PUT) ended the wait
+    for our write (a webhook cycle reached the rule, and a view it could not place deleted the awaited
+    version): the older view after it ran the parked handler again, ``acted_on_this_state`` False."""
     registry = kopf.OperatorRegistry()
     acted: list[bool] = []
 

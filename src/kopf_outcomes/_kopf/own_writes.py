@@ -78,8 +78,10 @@ class OwnWrites:
         awaited = self._awaited.get(uid)
         if awaited is None:
             return False
-        if version is None or version >= awaited:
-            del self._awaited[uid]  # seen (or not comparable: a view we cannot place holds nothing)
+        if version is None:
+            return False  # a view we cannot place holds nothing, nor ends the wait
+        if version >= awaited:
+            del self._awaited[uid]  # seen
             return False
         return True
 

@@ -85,10 +85,12 @@ class Reactions:
         if not cycle.persists and cycle.kind in STOCK:  # the one place where a kind is left to stock Kopf
             return await stock_kinds.handlers_once(self.runs.kopf_execute, cycle, lifecycle, settings, handlers,
                                                    cause, state, extra_context, default_errors)
-        parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
-        if parent is None and self.own_writes.older(raw_body_of(cause) or EMPTY):
+        # Only a change cycle is held: a sub-handler runs inside its change handler's cycle, and a
+        # timer or daemon keeps no memory (held, it gets no delay: Kopf calls it again at once, a spin).
+        if cycle.kind is CHANGE and self.own_writes.older(raw_body_of(cause) or EMPTY):
             self.own_writes.hold(getattr(cause, "patch", None))
             return older_than_own_write(settings, handlers, cause, state)
+        parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
         token = enter(cycle)
         try:
             # Handlers whose other objects are unknown (dependents.take says why) do not run: ours to hold.
