@@ -62,10 +62,24 @@ def test_past_the_limit_the_oldest_object_is_forgotten(monkeypatch: pytest.Monke
     assert [writes.older(view("8", uid)) for uid in ("a", "b", "c")] == [False, True, True]
 
 
-def test_only_the_held_cycles_patch_is_dropped_and_only_once() -> None:
-    writes, patch, other = OwnWrites(), {"a": 1}, {"a": 1}
-    writes.hold(patch)
-    assert not writes.held(other)  # another cycle's patch: and the hold is spent
-    writes.hold(patch)
-    assert writes.held(patch)
-    assert not writes.held(patch)
+def test_only_the_held_cycles_patch_is_restored_and_only_once() -> None:
+    writes, patch, other = OwnWrites(), {"a": {"b": 1}}, {"a": {"b": 1}}
+    writes.hold(patch, purged=False)
+    patch["a"]["b"] = 2
+    writes.restore(other)  # another cycle's patch: left as it is, and the hold is spent
+    writes.restore(patch)
+    assert (patch, other) == ({"a": {"b": 2}}, {"a": {"b": 1}})
+    writes.hold(patch, purged=False)
+    patch["c"] = 3
+    writes.restore(patch)
+    assert patch == {"a": {"b": 2}}  # what it held when the cycle began stays; what the cycle added goes
+    patch["c"] = 3
+    writes.restore(patch)
+    assert patch == {"a": {"b": 2}, "c": 3}
+
+
+def test_a_held_cycle_whose_view_kopf_purged_keeps_nothing_of_its_patch() -> None:
+    writes, patch = OwnWrites(), {"metadata": {"annotations": {"kopf.zalando.org/parks": None}}}
+    writes.hold(patch, purged=True)
+    writes.restore(patch)
+    assert patch == {}

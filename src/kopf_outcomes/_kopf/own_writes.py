@@ -15,8 +15,10 @@ another replica has no such knowledge either: that stays the limit safety.md nam
 from __future__ import annotations
 
 import collections
+import contextvars
+import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["OwnWrites"]
 
@@ -39,22 +41,44 @@ def _uid_version(body: Mapping[str, Any]) -> tuple[str, int | None]:
     return str(metadata.get("uid") or ""), version_of(metadata.get("resourceVersion"))
 
 
+class _Held(NamedTuple):
+    """The patch of a change cycle held on an older view, as it was when that cycle began."""
+
+    patch: dict[str, Any]
+    content: dict[str, Any]
+    fns: list[Any]  # Kopf's patch functions (its finalizer's), where its patch has them
+
+
 class OwnWrites:
     """One installation's own memory writes not seen yet, by object uid: the version each returned."""
 
     def __init__(self) -> None:
         self._awaited: collections.OrderedDict[str, int] = collections.OrderedDict()
-        self._held: object = None  # the patch of the cycle held on an older view (until its apply)
+        # The held cycle's patch, until its apply: per worker task, as Kopf's cycles of objects interleave.
+        self._held: contextvars.ContextVar[_Held | None] = contextvars.ContextVar("kopf_outcomes_held", default=None)
 
-    def hold(self, patch: object) -> None:
-        """The cycle whose patch this is runs on a view older than our write: it writes nothing
-        (Kopf's progress, stored from that view, would overwrite what our write recorded)."""
-        self._held = patch
+    def hold(self, patch: object, purged: bool) -> None:
+        """The change cycle whose patch this is runs on a view older than our write: what it adds
+        to the patch is dropped (Kopf's progress, stored from that view, would overwrite what our
+        write recorded); what the patch held when it began stays (a stock event handler's write),
+        unless Kopf ``purged`` its progress from that view before (then nothing of it stays)."""
+        if isinstance(patch, dict):
+            kept = ({}, []) if purged else (copy.deepcopy(dict(patch)), list(getattr(patch, "fns", ())))
+            self._held.set(_Held(patch, *kept))
 
-    def held(self, patch: object) -> bool:
-        """Whether this is the held cycle's patch (asked once, by its apply)."""
-        held, self._held = self._held, None
-        return held is not None and held is patch
+    def restore(self, patch: object) -> None:
+        """If this is the held cycle's patch, put it back as it was when that cycle began (asked
+        once, by its apply)."""
+        held = self._held.get()
+        if held is None:
+            return
+        self._held.set(None)
+        if held.patch is patch:
+            patch.clear()
+            patch.update(held.content)
+            fns = getattr(patch, "fns", None)
+            if isinstance(fns, list):
+                fns[:] = held.fns
 
     def wrote(self, body: Mapping[str, Any], returned: object) -> None:
         """Our PATCH of the object (``body``: the view it was made from) carried our memory, and

@@ -88,7 +88,8 @@ class Reactions:
         # Only a change cycle is held: a sub-handler runs inside its change handler's cycle, and a
         # timer or daemon keeps no memory (held, it gets no delay: Kopf calls it again at once, a spin).
         if cycle.kind is CHANGE and self.own_writes.older(raw_body_of(cause) or EMPTY):
-            self.own_writes.hold(getattr(cause, "patch", None))
+            # Kopf purged its progress from this view where it shows another purpose's (unknown: so it did).
+            self.own_writes.hold(getattr(cause, "patch", None), purged=bool(getattr(state, "extras", True)))
             return older_than_own_write(settings, handlers, cause, state)
         parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
         token = enter(cycle)
@@ -179,8 +180,8 @@ class Reactions:
 def older_than_own_write(settings: OperatorSettings, handlers: Collection[Handler], cause: Cause,
                          state: State) -> Mapping[HandlerId, KopfOutcome]:
     """A view older than this process's own last memory write of the object (:mod:`.own_writes`):
-    none of its handlers runs, the cycle's patch is dropped (``OwnWrites.hold``), so nothing is
-    written, nor the finalizer removed; the cycle runs again on the object's latest event after
+    none of its handlers runs, what the cycle adds to the patch is dropped (``OwnWrites.hold``), so
+    nothing of it is written, nor the finalizer removed; the cycle runs again on the object's latest event after
     Kopf's own wait for its write (``consistency_timeout``), at once when a new event comes."""
     timeout = getattr(settings.persistence, "consistency_timeout", None)
     wait = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else OWN_WRITE_WAIT

@@ -116,8 +116,7 @@ class Wrappers:
         writes. A recheck due before Kopf's own delays sleeps here instead, and then runs again
         without a write (:mod:`.requeue`); one due later waits for the cycle after Kopf's wake-up."""
         patch = kwargs.get("patch")
-        if self.own_writes.held(patch) and patch is not None:
-            patch.clear()  # a view older than our own write writes nothing from it (:mod:`.own_writes`)
+        self.own_writes.restore(patch)  # a view older than our own write: its change cycle writes nothing
         ours = delays.take(patch)
         if ours is None:
             return self._remembered(kwargs, await self._apply(**kwargs))
