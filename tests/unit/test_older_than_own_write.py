@@ -71,6 +71,7 @@ def test_only_the_held_cycles_patch_is_restored_and_only_once() -> None:
     assert (patch, other) == ({"a": {"b": 2}}, {"a": {"b": 1}})
     writes.hold(patch, purged=False)
     patch["c"] = 3
+    patch["a"]["d"] = [4]
     writes.restore(patch)
     assert patch == {"a": {"b": 2}}  # what it held when the cycle began stays; what the cycle added goes
     patch["c"] = 3
@@ -83,3 +84,16 @@ def test_a_held_cycle_whose_view_kopf_purged_keeps_nothing_of_its_patch() -> Non
     writes.hold(patch, purged=True)
     writes.restore(patch)
     assert patch == {}
+
+
+def test_a_value_in_the_patch_is_kept_as_it_is_not_copied() -> None:
+    class Uncopyable:
+        def __deepcopy__(self, memo: object) -> None:
+            raise TypeError("not copyable")
+
+    value = Uncopyable()
+    writes, patch = OwnWrites(), {"status": {"x": value}}
+    writes.hold(patch, purged=False)
+    patch["status"]["y"] = 1
+    writes.restore(patch)
+    assert patch == {"status": {"x": value}} and patch["status"]["x"] is value

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import contextvars
-import copy
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -43,6 +42,16 @@ def _uid_version(body: Mapping[str, Any]) -> tuple[str, int | None]:
     return str(metadata.get("uid") or ""), version_of(metadata.get("resourceVersion"))
 
 
+def _structure(value: Any) -> Any:
+    """A copy of a patch's dicts and lists, which the held cycle may change in place; other values
+    are kept as they are (a handler's value need not be copyable)."""
+    if isinstance(value, dict):
+        return {key: _structure(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_structure(item) for item in value]
+    return value
+
+
 class _Held(NamedTuple):
     """The patch of a change cycle held on an older view, as it was when that cycle began."""
 
@@ -65,7 +74,7 @@ class OwnWrites:
         write recorded); what the patch held when it began stays (a stock event handler's write),
         unless Kopf ``purged`` its progress from that view before (then nothing of it stays)."""
         if isinstance(patch, dict):
-            kept = ({}, []) if purged else (copy.deepcopy(dict(patch)), list(getattr(patch, "fns", ())))
+            kept = ({}, []) if purged else (_structure(dict(patch)), list(getattr(patch, "fns", ())))
             self._held.set(_Held(patch, *kept))
 
     def restore(self, patch: object) -> None:

@@ -180,9 +180,10 @@ class Reactions:
 def older_than_own_write(settings: OperatorSettings, handlers: Collection[Handler], cause: Cause,
                          state: State) -> Mapping[HandlerId, KopfOutcome]:
     """A view older than this process's own last memory write of the object (:mod:`.own_writes`):
-    none of its handlers runs, what the cycle adds to the patch is dropped (``OwnWrites.hold``), so
-    nothing of it is written, nor the finalizer removed; the cycle runs again on the object's latest event after
-    Kopf's own wait for its write (``consistency_timeout``), at once when a new event comes."""
+    none of its change handlers runs, what the cycle adds to the patch is dropped (``OwnWrites.hold``),
+    so nothing of it is written, nor the finalizer removed; the cycle runs again on the object's
+    latest event after Kopf's own wait for its write (``consistency_timeout``), at once when a new
+    event comes."""
     timeout = getattr(settings.persistence, "consistency_timeout", None)
     wait = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else OWN_WRITE_WAIT
     delays.tell(getattr(cause, "patch", None), state, {str(h.id) for h in handlers}, [wait])
