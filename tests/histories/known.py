@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 
 KNOWN_OPEN: frozenset[str] = frozenset({
-    "new-remember-depends-on",  # NEW: remember + depends_on: a change outside it re-runs a finished handler
-    "new-bookkeeping-wake",  # NEW: bookkeeping around a deletion re-runs a parked handler (marks its test only)
     "stale-view",  # an event older than one seen runs a handler on an old memory: acted_on_this_state is False
     #                for a state it acted on (P3; its stranding, stale-view-stranded, is fixed: see test_regressions)
     "stale-view-retained",  # a handler retained, then concluded for good on a stale view whose write is refused:
@@ -18,6 +16,8 @@ KNOWN_OPEN: frozenset[str] = frozenset({
     "new-own-write-kill",  # NEW: a kill between a Success's own status write (Kopf's /status PATCH, the first
     #                        when the memory has nothing to write) and the finalizer's removal: the re-run keys the
     #                        state with that write (no record survives a Success), another key for one state
+    "new-own-write-resume",  # NEW: a resume handler's own status write, a Success, a restart: Kopf resumes it, and
+    #                          with no record left it keys the state with that write (as new-own-write-kill)
 })
 
 # To see what a fix leaves open, name the findings still waived (comma-separated; empty: none):

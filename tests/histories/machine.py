@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import kopf
-from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -89,8 +88,6 @@ def operators(draw: st.DrawFn) -> tuple[tuple[model.HandlerSpec, ...], model.Pol
         defaults=draw(OPTIONS),
         handlers={handler.id: draw(OPTIONS) for handler in handlers if draw(st.booleans())},
         value_error=draw(st.sampled_from([None, "retry", "pending", "fatal", "success"])))
-    if "new-remember-depends-on" in KNOWN_OPEN:  # not combined while open
-        assume(not any(policy.option(h, "remember") and policy.option(h, "depends_on") for h in handlers))
     if "41-7" in KNOWN_OPEN and any(policy.option(handler, "remember") for handler in handlers):
         handlers = tuple(model.HandlerSpec(h.id, h.cause, h.options, None, h.subs) for h in handlers)
     return handlers, policy, draw(st.booleans())
@@ -267,7 +264,10 @@ class Histories(RuleBasedStateMachine):
 
     @rule_unless("42-2", index=st.integers(0, 5))
     def handler_writes_its_own_status(self, index: int) -> None:
-        self.world.own_writes ^= {self.leaves[index % len(self.leaves)].id}
+        handler = self.leaves[index % len(self.leaves)]
+        if "new-own-write-resume" in KNOWN_OPEN and handler.cause == "resume":
+            return  # resumed after a restart, it keys its own write once no record is left (known.py)
+        self.world.own_writes ^= {handler.id}
 
     @rule(fault=st.sampled_from([(hook, mode) for hook, modes in sorted(_faults().items()) for mode in modes]))
     def plugin_fault_changes(self, fault: tuple[str, str]) -> None:

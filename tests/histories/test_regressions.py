@@ -213,3 +213,21 @@ def test_another_operators_bookkeeping_around_a_deletion_does_not_start_a_parked
         history.deliver(count=4, latest=False, crash=None)
         history.time_passes(seconds=6)
         history.deliver(count=1, latest=False, crash=None)
+
+
+@open_finding("new-own-write-resume", "a resume handler's own write after its Success re-keys its run after a restart")
+def test_a_resume_handlers_own_write_does_not_rekey_its_run_after_a_restart() -> None:
+    """Found by the medium full run (3,000 examples) on ``ownview`` and on main alike: a resume
+    handler writes ``status`` through Kopf's patch and succeeds, which ends its record. After a
+    restart Kopf resumes it: no record keeps the key it was given, so the state, its own write in
+    it, gets another key (the same cause as new-own-write-kill, reached by a restart instead of a
+    kill)."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}), HandlerSpec("hdl1-create", "create", {}),
+                HandlerSpec("hdl2-resume", "resume", {}))
+    with machine.replayed(handlers, ["success"] * 3) as history:
+        history.handler_writes_its_own_status(index=2)
+        history.restart()
+        history.deliver(count=1, latest=False, crash=None)
+        history.restart()
+        history.deliver(count=1, latest=False, crash=None)
+

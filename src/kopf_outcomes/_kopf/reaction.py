@@ -49,21 +49,27 @@ from kopf_outcomes._kopf.internals import (
     handler_var,
     no_extra_context,
     progress_of,
+    raw_body_of,
     unheld,
     with_outcomes,
 )
 from kopf_outcomes._kopf.marks import Parked, Rechecking
+from kopf_outcomes._kopf.own_writes import OwnWrites
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
+
+OWN_WRITE_WAIT = 5.0  # seconds: Kopf's default consistency_timeout, where its settings have none
 
 
 class Reactions:
     """The cycles of one installation; ``entry`` is its ``execute_handler_once`` as put into Kopf."""
 
-    def __init__(self, plugins: PluginManager, runs: Runs, entry: Callable[..., object]) -> None:
+    def __init__(self, plugins: PluginManager, runs: Runs, entry: Callable[..., object],
+                 own_writes: OwnWrites | None = None) -> None:
         self.plugins = plugins
         self.runs = runs
         self.entry = entry
+        self.own_writes = own_writes if own_writes is not None else OwnWrites()
 
     async def execute_handlers_once(
         self,
@@ -79,6 +85,12 @@ class Reactions:
         if not cycle.persists and cycle.kind in STOCK:  # the one place where a kind is left to stock Kopf
             return await stock_kinds.handlers_once(self.runs.kopf_execute, cycle, lifecycle, settings, handlers,
                                                    cause, state, extra_context, default_errors)
+        # Only a change cycle is held: a sub-handler runs inside its change handler's cycle, and a
+        # timer or daemon keeps no memory (held, it gets no delay: Kopf calls it again at once, a spin).
+        if cycle.kind is CHANGE and self.own_writes.older(raw_body_of(cause) or EMPTY):
+            # Kopf purged its progress from this view where it shows another purpose's (unknown: so it did).
+            self.own_writes.hold(getattr(cause, "patch", None), purged=bool(getattr(state, "extras", True)))
+            return older_than_own_write(settings, handlers, cause, state)
         parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
         token = enter(cycle)
         try:
@@ -163,6 +175,19 @@ class Reactions:
             return outcomes
         finally:
             end(token)
+
+
+def older_than_own_write(settings: OperatorSettings, handlers: Collection[Handler], cause: Cause,
+                         state: State) -> Mapping[HandlerId, KopfOutcome]:
+    """A view older than this process's own last memory write of the object (:mod:`.own_writes`):
+    none of its change handlers runs, what the cycle adds to the patch is dropped (``OwnWrites.hold``),
+    so nothing of it is written, nor the finalizer removed; the cycle runs again on the object's
+    latest event after Kopf's own wait for its write (``consistency_timeout``), at once when a new
+    event comes."""
+    timeout = getattr(settings.persistence, "consistency_timeout", None)
+    wait = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else OWN_WRITE_WAIT
+    delays.tell(getattr(cause, "patch", None), state, {str(h.id) for h in handlers}, [wait])
+    return {}
 
 
 def select(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], cause: Cause, state: State,

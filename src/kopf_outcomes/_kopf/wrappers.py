@@ -10,7 +10,8 @@ decide stays Kopf's own.
 - ``execution.execute_handlers_once`` — one reaction cycle (:mod:`.reaction`): also wakes parked
   handlers whose state has changed; the kinds left to Kopf run as Kopf's (:mod:`.stock_kinds`).
 - ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object;
-  rechecks sleep there and run again without a write (:mod:`.requeue`).
+  rechecks sleep there and run again without a write (:mod:`.requeue`); the resourceVersion of a
+  write that carried our memory is remembered, so a view older than it runs nothing (:mod:`.own_writes`).
 - ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
 - ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
 - ``watching.continuous_watch`` — where the API server selects, its stream tells the workers which
@@ -35,6 +36,7 @@ from typing import Any
 
 from kopf_outcomes import engine, objects
 from kopf_outcomes._kopf import delays, held, indexed, kopf_runs, listing, readiness, requeue
+from kopf_outcomes._kopf.cycle import KEYS
 from kopf_outcomes._kopf.handler_run import Runs
 from kopf_outcomes._kopf.internals import (
     aiotoggles,
@@ -47,6 +49,7 @@ from kopf_outcomes._kopf.internals import (
     queueing,
     watching,
 )
+from kopf_outcomes._kopf.own_writes import OwnWrites
 from kopf_outcomes._kopf.reaction import Reactions
 from kopf_outcomes.manager import PluginManager
 
@@ -78,7 +81,9 @@ class Wrappers:
         # Kopf's own parameters, named; a Kopf with other parameters gets them passed on as they are.
         self.invoke_handler_any = runs.invoke_handler_any
         self.invoke_handler = runs.invoke_handler if runs.plain_invoke else self.invoke_handler_any
-        self.execute_handlers_once = Reactions(plugins, runs, self.execute_handler_once).execute_handlers_once
+        self.own_writes = OwnWrites()  # this installation's: a new process knows none
+        self.execute_handlers_once = Reactions(plugins, runs, self.execute_handler_once,
+                                               self.own_writes).execute_handlers_once
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
@@ -99,6 +104,7 @@ class Wrappers:
 
     def _gone(self, resource: Any, body: Mapping[str, Any]) -> None:
         """An object has left the cluster: the plugins that keep state per object forget it."""
+        self.own_writes.gone(body)
         plugins = self.plugins
         if plugins.observes_gone:
             ref = kopf_runs.resource_ref(resource) if resource is not None else None
@@ -109,16 +115,18 @@ class Wrappers:
         """Kopf's apply, blind to our delays (:mod:`.delays`): no sleeping for them, no touch-dummy
         writes. A recheck due before Kopf's own delays sleeps here instead, and then runs again
         without a write (:mod:`.requeue`); one due later waits for the cycle after Kopf's wake-up."""
-        ours = delays.take(kwargs.get("patch"))
+        patch = kwargs.get("patch")
+        self.own_writes.restore(patch)  # a view older than our own write: its change cycle writes nothing
+        ours = delays.take(patch)
         if ours is None:
-            return await self._apply(**kwargs)
+            return self._remembered(kwargs, await self._apply(**kwargs))
         stock = kwargs["delays"] = delays.stock(kwargs.get("delays") or (), ours)
         if not ours.rechecks and not ours.wake:
-            return await self._apply(**kwargs)
+            return self._remembered(kwargs, await self._apply(**kwargs))
         due = min(ours.rechecks) if ours.rechecks else None
         kopf_due = asyncio.get_running_loop().time() + min(stock) if stock else None
         if kopf_due is not None and not ours.wake and due is not None and kopf_due <= due:
-            return await self._apply(**kwargs)  # Kopf wakes first, as it would without us
+            return self._remembered(kwargs, await self._apply(**kwargs))  # Kopf wakes first, as without us
         if kopf_due is not None:  # ours wake first, or any time: the next cycle computes Kopf's delays again
             due = kopf_due if due is None else min(due, kopf_due)
         kwargs["delays"] = []
@@ -127,10 +135,22 @@ class Wrappers:
         try:
             if wake is not None and ours.moved is not None and ours.moved():
                 wake.set()  # they changed while the handlers ran: no wake-up lost in between
-            result = await self._apply(**kwargs)
+            result = self._remembered(kwargs, await self._apply(**kwargs))
             # Also after a write: one that changes nothing brings no event to run the next cycle.
             await requeue.sleep_and_requeue(due, kwargs.get("stream_pressure"), wake)
         finally:
             if forget is not None:
                 forget()
+        return result
+
+    def _remembered(self, kwargs: Mapping[str, Any], result: Any) -> Any:
+        """Kopf's apply has written the cycle's patch: if it carried our memory, remember the
+        resourceVersion the API server answered (Kopf's ``apply`` returns it where Kopf awaits its own
+        write's event; 1.37's does not: nothing is remembered there), so that
+        a view older than this write runs none of the object's handlers (:mod:`.own_writes`)."""
+        patch, settings, body = kwargs.get("patch"), kwargs.get("settings"), kwargs.get("body")
+        annotations = ((patch or {}).get("metadata") or {}).get("annotations") or {}
+        if body is not None and settings is not None and KEYS[settings.persistence.finalizer].memory in annotations:
+            returned = result[1] if isinstance(result, tuple) and len(result) == 3 else None
+            self.own_writes.wrote(body, returned)
         return result
