@@ -20,21 +20,29 @@ import pstats
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 PARENT = "example.com/parent"
 
 
-def _listing(count: int) -> Any:
+def _listing(count: int, *, as_served: bool = False) -> Any:
+    """``as_served``: each body as the API server serves it, with its creation time and managed fields."""
     from kopf._cogs.clients import watching
+
+    def served() -> dict[str, Any]:
+        return {"creationTimestamp": "2026-12-06T08:00:00Z", "managedFields": [{
+            "manager": "python", "operation": "Update", "apiVersion": "v1", "time": "2026-12-06T08:00:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:state": {}},
+                                                   "f:metadata": {"f:labels": {".": {}, f"f:{PARENT}": {}}}}}]}
 
     async def infinite_watch(**_: Any) -> AsyncIterator[Any]:
         for i in range(count):
             yield {"type": None, "object": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"state": "running"},
                                             "metadata": {"name": f"p-{i // 10:05d}-c{i % 10}", "namespace": "ns",
                                                          "uid": f"uid-{i}", "resourceVersion": "1",
-                                                         "labels": {PARENT: f"p-{i // 10:05d}"}}}}
+                                                         "labels": {PARENT: f"p-{i // 10:05d}"},
+                                                         **(served() if as_served else {})}}}
         yield watching.Bookmark.LISTED
         await asyncio.Event().wait()
     watching.infinite_watch = infinite_watch
@@ -52,8 +60,11 @@ def _register(side: str) -> None:
             lambda body, **_: {body["metadata"]["labels"][PARENT]: body["metadata"]["name"]})
 
 
-async def _start(count: int) -> float:
-    """Seconds from the watcher's start until every object's event was processed."""
+async def _start(count: int, *, indexed_resource: bool = True, settings: Any = None,
+                 settled: Callable[[], Awaitable[None]] | None = None) -> float:
+    """Seconds from the watcher's start until every object's event was processed; then ``settled``
+    runs while the watcher and its indices still live (``indexed_resource``: False where no handler
+    indexes the resource, so that Kopf does not hold its workers until it is listed)."""
     import kopf
     from kopf._cogs.aiokits import aiotoggles
     from kopf._cogs.structs import ephemera, references
@@ -63,7 +74,7 @@ async def _start(count: int) -> float:
 
     resource = references.Resource("", "v1", "configmaps", kind="ConfigMap", namespaced=True,
                                    verbs=["list", "watch", "patch"])
-    registry, settings = kopf.get_default_registry(), kopf.OperatorSettings()
+    registry, settings = kopf.get_default_registry(), settings or kopf.OperatorSettings()
     indexers, memories = indexing.OperatorIndexers(), inventory.ResourceMemories()
     indexers.ensure(registry._indexing.get_all_handlers())
     processed, finished = 0, asyncio.Event()
@@ -82,10 +93,13 @@ async def _start(count: int) -> float:
     started = time.perf_counter()
     watcher = asyncio.create_task(queueing.watcher(
         namespace="ns", settings=settings, resource=resource, processor=functools.partial(processor),
-        operator_indexed=indexed, resource_indexed=await indexed.make_toggle(name="configmaps")))
+        operator_indexed=indexed,
+        resource_indexed=await indexed.make_toggle(name="configmaps") if indexed_resource else None))
     await indexed.drop_toggle(blocker)
     await finished.wait()
     took = time.perf_counter() - started
+    if settled is not None:
+        await settled()
     watcher.cancel()
     await asyncio.gather(watcher, return_exceptions=True)
     return took
