@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
@@ -205,8 +206,9 @@ _last_keys: dict[str, tuple[str, ...]] = {}
 
 
 def _wake_keys(body: Mapping[str, Any], sources: Iterable[Source]) -> tuple[str, ...]:
-    """The keys under which the object is in these sources' indices (:meth:`Source.wake_keys`)."""
-    return tuple(f"{source.index}:{key}" for source in sources for key in source.entries(body))
+    """The keys under which the object is in these sources' indices (:meth:`Source.wake_keys`);
+    interned: the children of one parent share its keys (kept per child in ``_last_keys``)."""
+    return tuple(sys.intern(f"{source.index}:{key}") for source in sources for key in source.entries(body))
 
 
 _watched: weakref.WeakKeyDictionary[kopf.OperatorRegistry, set[str]] = weakref.WeakKeyDictionary()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -156,8 +157,9 @@ EVERYWHERE = "*"
 
 def _selection_key(scope: str, computed: list[object]) -> str:
     """Fixed labels only: the namespace (every parent there selects the same objects); with
-    values computed from the parent: the namespace and those values (each parent its own)."""
-    return scope if not computed else f"{scope}/{json.dumps(computed, sort_keys=True, default=str)}"
+    values computed from the parent: the namespace and those values (each parent its own).
+    Interned: the objects under one key share it (Kopf keeps each object's index keys)."""
+    return scope if not computed else sys.intern(f"{scope}/{json.dumps(computed, sort_keys=True, default=str)}")
 
 
 def _references(value: object) -> list[tuple[str | None, str]]:
