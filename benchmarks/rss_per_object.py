@@ -132,6 +132,9 @@ def _diff(count: int, served: bool) -> None:
                       f" -> {sum(s.size for s in new.statistics('filename')) / count:.0f} per object):")
                 for stat in new.compare_to(old, key)[:10]:
                     print(f"  {stat.size_diff / count:8.0f}  {stat.count_diff / count:6.2f} blocks  {stat.traceback}")
+            print(f"\n{moment}: stock-index alone at {count} objects, by line (bytes per object):")
+            for stat in old.statistics("lineno")[:12]:
+                print(f"  {stat.size / count:8.0f}  {stat.count / count:6.2f} blocks  {stat.traceback}")
 
 
 def main(argv: list[str]) -> None:

@@ -78,12 +78,13 @@ async def _start(count: int, *, indexed_resource: bool = True, settings: Any = N
     indexers, memories = indexing.OperatorIndexers(), inventory.ResourceMemories()
     indexers.ensure(registry._indexing.get_all_handlers())
     processed, finished = 0, asyncio.Event()
+    memobase, event_queue = ephemera.Memo(), asyncio.Queue[Any]()  # one per operator, as Kopf's own
 
     async def processor(**kwargs: Any) -> None:
         nonlocal processed
         await processing.process_resource_event(
             lifecycle=lifecycles.all_at_once, registry=registry, settings=settings, indexers=indexers,
-            memories=memories, memobase=ephemera.Memo(), event_queue=asyncio.Queue(), resource=resource, **kwargs)
+            memories=memories, memobase=memobase, event_queue=event_queue, resource=resource, **kwargs)
         processed += 1
         if processed == count:
             finished.set()
