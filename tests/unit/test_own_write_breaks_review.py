@@ -1,0 +1,117 @@
+"""
+A reviewer's attempts to break the rule on own writes (``_kopf/own_writes.py``, ``_kopf/reaction.py``,
+``_kopf/wrappers.py``) through Kopf's real processing on the one-object fake server, as in
+``test_own_write_breaks.py``: the first event parks a create handler (``Pending``), so our memory is
+written and this process awaits the resourceVersion that write returned.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+import pytest
+
+from tests.unit.kopf_objects import api, execution
+from tests.unit.one_object import Server, server
+from tests.unit.test_own_write_breaks import (
+    KOPF_RESOURCE,
+    ONLY_WHERE_HELD,
+    RULE_ACTIVE,
+    installed,
+    living,
+    parked_on_create,
+    process,
+)
+
+__all__ = ["installed", "server"]
+
+# Python refuses int() of a decimal string longer than this (sys.get_int_max_str_digits()).
+OVERSIZE = "1" + "0" * 4300
+
+
+@pytest.mark.xfail(RULE_ACTIVE, strict=True, raises=ValueError, reason=(
+    "own_writes.version_of() calls int() on any all-digit resourceVersion; Python refuses one of more "
+    "than 4300 digits with ValueError, which escapes OwnWrites.older() (reaction.py, every change cycle "
+    "once any object's write is awaited) and OwnWrites.wrote() (wrappers._remembered, after the PATCH): "
+    "the object's cycle fails on every event, its handlers never run (stranded), with no error naming "
+    "the value. Fix: compare the strings as KEP-5504 says (the longer is newer, else lexically), or "
+    "treat a version int() refuses as one that cannot be compared"))
+async def test_an_oversize_resource_version_of_another_object_does_not_fail_its_cycle(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view whose resourceVersion is all digits but longer than Python converts (not etcd's, but a
+    storage's or a proxy's bad value) is one the rule cannot place: left to Kopf, as an opaque one."""
+    registry = kopf.OperatorRegistry()
+    acted: list[bool] = []
+    op, _ = await parked_on_create(server, registry, acted)  # object u1's write is awaited
+    stock_patch = api.patch
+
+    async def patched(**kwargs: Any) -> Any:  # the fake server, for versions it cannot add 1 to
+        version = server.body["metadata"]["resourceVersion"]
+        server.body["metadata"]["resourceVersion"] = "1"
+        result = await stock_patch(**kwargs)
+        server.body["metadata"]["resourceVersion"] = result["metadata"]["resourceVersion"] = version + "1"
+        return result
+
+    monkeypatch.setattr(api, "patch", patched)
+    server.body = living(uid="u2")
+    server.body["metadata"]["resourceVersion"] = OVERSIZE
+    await process(op, server.body)
+    assert acted == [False, False]  # u2's create handler ran, as on any view the rule cannot place
+
+
+@ONLY_WHERE_HELD
+@pytest.mark.xfail(strict=True, reason=(
+    "reaction.Reactions.execute_handlers_once calls OwnWrites.hold(patch, purged=True) where Kopf "
+    "purged its progress from the older view (state.extras), and hold() then keeps nothing of the "
+    "patch: a stock @kopf.on.event handler's write of that event (made before the change cycle) is "
+    "dropped with the purge, never retried (event handlers are not), unlike stock Kopf and unlike "
+    "memory.md's row ('an event handler's write is' written). Fix: on purge keep the start-of-cycle "
+    "snapshot and drop only the keys Kopf's purge wrote (progress_storage.purge into a scratch Patch "
+    "names them), or take the snapshot before the purge"))
+async def test_a_stock_event_handlers_write_lands_where_kopf_purged_the_older_view(server: Server) -> None:
+    registry = kopf.OperatorRegistry()
+    seen: list[str] = []
+
+    @kopf.on.event(*KOPF_RESOURCE, registry=registry, id="labels")
+    def labels(body: Any, patch: kopf.Patch, **_: Any) -> None:
+        seen.append(body["metadata"]["resourceVersion"])
+        patch.metadata.labels["events"] = str(len(seen))
+
+    op, older = await parked_on_create(server, registry)
+    older["metadata"]["annotations"] = {  # an earlier attempt's progress, and an update's: Kopf purges
+        "kopf.zalando.org/parks": '{"started": "2020-01-01T00:00:00", "purpose": "create", "retries": 1}',
+        "kopf.zalando.org/cleans": '{"started": "2020-01-01T00:00:00", "purpose": "update"}'}
+    await process(op, older)
+    assert seen == ["1", "1"]  # the event handler ran on the older view
+    assert server.body["metadata"]["labels"] == {"events": "2"}  # and its write landed, as in stock Kopf
+
+
+@ONLY_WHERE_HELD
+@pytest.mark.xfail(strict=True, reason=(
+    "own_writes.OwnWrites keeps the held cycle's snapshot in a context variable set inside "
+    "execute_handlers_once and read in wrappers.Wrappers.apply: where the cycle runs in a task of its "
+    "own (a tool's wrapper of execute_handlers_once with asyncio.wait_for on Python < 3.12, a "
+    "create_task, a TaskGroup), the setting stays in that task's copy of the context, apply() finds "
+    "no hold, and Kopf's progress stored from the older view (a not-started handler) overwrites the "
+    "parked mark our write recorded; the parked handler then runs again without a change. Fix: keep "
+    "the snapshot with the patch object itself (a WeakKeyDictionary keyed by Kopf's Patch, or an "
+    "attribute on it), which apply() receives whatever task ran the cycle"))
+async def test_a_held_cycle_run_in_a_task_of_its_own_writes_nothing(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = kopf.OperatorRegistry()
+    acted: list[bool] = []
+    op, older = await parked_on_create(server, registry, acted)
+    parked = {key: value for key, value in server.annotations.items() if key.startswith("kopf.zalando.org/parks")}
+    installed_cycle = execution.execute_handlers_once
+
+    async def in_a_task_of_its_own(**kwargs: Any) -> Any:  # a tool's wrapper of Kopf's cycle
+        return await asyncio.create_task(installed_cycle(**kwargs))
+
+    monkeypatch.setattr(execution, "execute_handlers_once", in_a_task_of_its_own)
+    await process(op, older)  # the view before our write, after Kopf's wait for it
+    assert acted == [False]  # held: nothing ran on it
+    assert {key: server.annotations.get(key) for key in parked} == parked  # nor was Kopf's progress from it written
+    await process(op, server.body)  # our write's own view: the parked handler waits on, nothing changed
+    assert acted == [False]
+
