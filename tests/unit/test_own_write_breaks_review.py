@@ -15,7 +15,6 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import Pending
-
 from kopf_outcomes._kopf import requeue
 from kopf_outcomes._kopf.internals import operator_registry
 from tests.unit.kopf_objects import NO_THROTTLING, api, ephemera, execution, indexing, processing
