@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from kopf_outcomes._kopf import own_writes
+from kopf_outcomes._kopf.internals import OperatorWrites
 from kopf_outcomes._kopf.own_writes import OwnWrites, version_of
 
 
@@ -14,10 +15,10 @@ def view(version: str | None, uid: str = "u1") -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ("7", 7), ("1234567890123", 1234567890123), ("7~which~never~arrives", 7),
+    ("7", (1, "7")), ("1234567890123", (13, "1234567890123")), ("7~which~never~arrives", (1, "7")),
     ("07", None), ("0", None), ("", None), ("abc", None), ("-1", None), ("٣", None), (None, None), (7, None),
 ])
-def test_only_a_kep_5504_resource_version_compares(value: object, expected: int | None) -> None:
+def test_only_a_kep_5504_resource_version_compares(value: object, expected: tuple[int, str] | None) -> None:
     assert version_of(value) == expected
 
 
@@ -64,12 +65,17 @@ def test_past_the_limit_the_oldest_object_is_forgotten(monkeypatch: pytest.Monke
 
 def test_only_the_held_cycles_patch_is_restored_and_only_once() -> None:
     writes, patch, other = OwnWrites(), {"a": {"b": 1}}, {"a": {"b": 1}}
-    writes.hold(patch, purged=False)
+    writes.hold(patch, purged=None)
     patch["a"]["b"] = 2
-    writes.restore(other)  # another cycle's patch: left as it is, and the hold is spent
+    other["c"] = 3
+    writes.restore(other)  # another cycle's patch: left as it is, and the hold stays its own cycle's
+    assert other == {"a": {"b": 1}, "c": 3}
     writes.restore(patch)
-    assert (patch, other) == ({"a": {"b": 2}}, {"a": {"b": 1}})
-    writes.hold(patch, purged=False)
+    assert patch == {"a": {"b": 1}}
+    patch["a"]["b"] = 2
+    writes.restore(patch)  # spent
+    assert patch == {"a": {"b": 2}}
+    writes.hold(patch, purged=None)
     patch["c"] = 3
     patch["a"]["d"] = [4]
     writes.restore(patch)
@@ -79,11 +85,19 @@ def test_only_the_held_cycles_patch_is_restored_and_only_once() -> None:
     assert patch == {"a": {"b": 2}, "c": 3}
 
 
-def test_a_held_cycle_whose_view_kopf_purged_keeps_nothing_of_its_patch() -> None:
-    writes, patch = OwnWrites(), {"metadata": {"annotations": {"kopf.zalando.org/parks": None}}}
-    writes.hold(patch, purged=True)
+def test_a_held_cycle_whose_view_kopf_purged_keeps_its_patch_but_kopfs_storages_writes() -> None:
+    storages = OperatorWrites(prefixes=("kopf.zalando.org",), fields=(("status", "kopf"),))
+    writes = OwnWrites()
+    patch = {"metadata": {"annotations": {"kopf.zalando.org/parks": None, "example.com/seen": "1"}},
+             "status": {"kopf": {"progress": {"parks": None}}, "seen": 1}}
+    writes.hold(patch, purged=storages)
+    patch["status"]["kopf"] = {"progress": {"parks": {"started": "then"}}}
     writes.restore(patch)
-    assert patch == {}
+    assert patch == {"metadata": {"annotations": {"example.com/seen": "1"}}, "status": {"seen": 1}}
+    only_kopfs = {"metadata": {"annotations": {"kopf.zalando.org/parks": None}}, "status": {"kopf": {}}}
+    writes.hold(only_kopfs, purged=storages)
+    writes.restore(only_kopfs)
+    assert only_kopfs == {}  # no empty stanza left: nothing to send
 
 
 def test_a_value_in_the_patch_is_kept_as_it_is_not_copied() -> None:
@@ -93,7 +107,7 @@ def test_a_value_in_the_patch_is_kept_as_it_is_not_copied() -> None:
 
     value = Uncopyable()
     writes, patch = OwnWrites(), {"status": {"x": value}}
-    writes.hold(patch, purged=False)
+    writes.hold(patch, purged=None)
     patch["status"]["y"] = 1
     writes.restore(patch)
     assert patch == {"status": {"x": value}} and patch["status"]["x"] is value

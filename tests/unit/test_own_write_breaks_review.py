@@ -22,7 +22,6 @@ from tests.unit.one_object import RESOURCE, NextEventWaiting, Operator, Server, 
 from tests.unit.test_own_write_breaks import (
     KOPF_RESOURCE,
     ONLY_WHERE_HELD,
-    RULE_ACTIVE,
     installed,
     living,
     parked_on_create,
@@ -35,13 +34,6 @@ __all__ = ["installed", "server"]
 OVERSIZE = "1" + "0" * 4300
 
 
-@pytest.mark.xfail(RULE_ACTIVE, strict=True, raises=ValueError, reason=(
-    "own_writes.version_of() calls int() on any all-digit resourceVersion; Python refuses one of more "
-    "than 4300 digits with ValueError, which escapes OwnWrites.older() (reaction.py, every change cycle "
-    "once any object's write is awaited) and OwnWrites.wrote() (wrappers._remembered, after the PATCH): "
-    "the object's cycle fails on every event, its handlers never run (stranded), with no error naming "
-    "the value. Fix: compare the strings as KEP-5504 says (the longer is newer, else lexically), or "
-    "treat a version int() refuses as one that cannot be compared"))
 async def test_an_oversize_resource_version_of_another_object_does_not_fail_its_cycle(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """A view whose resourceVersion is all digits but longer than Python converts (not etcd's, but a
@@ -65,14 +57,6 @@ async def test_an_oversize_resource_version_of_another_object_does_not_fail_its_
     assert acted == [False, False]  # u2's create handler ran, as on any view the rule cannot place
 
 
-@pytest.mark.xfail(RULE_ACTIVE, strict=True, reason=(
-    "reaction.Reactions.execute_handlers_once calls OwnWrites.hold(patch, purged=True) where Kopf "
-    "purged its progress from the older view (state.extras), and hold() then keeps nothing of the "
-    "patch: a stock @kopf.on.event handler's write of that event (made before the change cycle) is "
-    "dropped with the purge, never retried (event handlers are not), unlike stock Kopf and unlike "
-    "memory.md's row ('an event handler's write is' written). Fix: on purge keep the start-of-cycle "
-    "snapshot and drop only the keys Kopf's purge wrote (progress_storage.purge into a scratch Patch "
-    "names them), or take the snapshot before the purge"))
 async def test_a_stock_event_handlers_write_lands_where_kopf_purged_the_older_view(server: Server) -> None:
     registry = kopf.OperatorRegistry()
     seen: list[str] = []
@@ -92,15 +76,6 @@ async def test_a_stock_event_handlers_write_lands_where_kopf_purged_the_older_vi
 
 
 @ONLY_WHERE_HELD
-@pytest.mark.xfail(strict=True, reason=(
-    "own_writes.OwnWrites keeps the held cycle's snapshot in a context variable set inside "
-    "execute_handlers_once and read in wrappers.Wrappers.apply: where the cycle runs in a task of its "
-    "own (a tool's wrapper of execute_handlers_once with asyncio.wait_for on Python < 3.12, a "
-    "create_task, a TaskGroup), the setting stays in that task's copy of the context, apply() finds "
-    "no hold, and Kopf's progress stored from the older view (a not-started handler) overwrites the "
-    "parked mark our write recorded; the parked handler then runs again without a change. Fix: keep "
-    "the snapshot with the patch object itself (a WeakKeyDictionary keyed by Kopf's Patch, or an "
-    "attribute on it), which apply() receives whatever task ran the cycle"))
 async def test_a_held_cycle_run_in_a_task_of_its_own_writes_nothing(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     registry = kopf.OperatorRegistry()
@@ -137,15 +112,6 @@ async def listed(op: Operator, body: dict[str, Any]) -> None:
         operator_registry.reset(known)
 
 
-@pytest.mark.xfail(RULE_ACTIVE, strict=True, reason=(
-    "own_writes.OwnWrites.older() (called by reaction.Reactions.execute_handlers_once) holds every "
-    "view below the version our write returned, a listing's too: where the cluster's versions went "
-    "back (etcd restored from a snapshot without --bump-revision, etcd-io/etcd#16028), that version "
-    "comes only after as many writes again in the whole cluster, and until then none of the object's "
-    "change handlers runs (a deletion's finalizer stays), its older view requeued every "
-    "consistency_timeout, and nothing says why. Fix: a listed view (Kopf's listing, current by "
-    "definition: requeue._listed()) ends the wait whatever its version, with a WARNING where it is "
-    "below the awaited one; or end a hold a bounded time after the write"))
 async def test_views_after_the_clusters_versions_went_back_are_not_held_for_ever(server: Server) -> None:
     """etcd restored from a snapshot (without ``--bump-revision``): the object's versions start again
     below the one our write returned (the snapshot is from before that write), and reach it only after

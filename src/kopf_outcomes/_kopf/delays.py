@@ -7,29 +7,28 @@ change handlers, one per active unfinished handler, in the state's order. A cycl
 of those handlers are ours, so ``apply()`` drops exactly their positions: a stock delay is never
 taken for ours, whatever its value. The ledger is keyed to the cycle's own patch object (the one
 Kopf passes to its ``apply()``), so a cycle that never reaches ``apply()`` leaves nothing behind
-that a later cycle could mistake for its own.
+that a later cycle could mistake for its own (:mod:`.per_patch`).
 """
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
 from kopf_outcomes._kopf.internals import State, progresses
+from kopf_outcomes._kopf.per_patch import PerPatch
 
 
 class Ours(NamedTuple):
     """This cycle's handlers in Kopf's list of delays, and when our rechecks are due."""
 
-    patch: object  # the cycle's patch: the ledger is for the apply() given this very object
     positions: tuple[bool, ...]  # per delay of the change handlers, in Kopf's order: ours?
     rechecks: tuple[float, ...]  # loop times at which rechecking handlers are due
     wake: tuple[str, ...] = ()  # parked on other objects: what wakes them (objects.wait)
     moved: Callable[[], bool] | None = None  # whether those objects changed since their handlers ran
 
 
-_ours: contextvars.ContextVar[Ours | None] = contextvars.ContextVar("kopf_outcomes_ours", default=None)
+_ours: PerPatch[Ours] = PerPatch()
 
 
 def tell(patch: object, final: State, ours: Collection[str], waits: Sequence[float],
@@ -38,21 +37,17 @@ def tell(patch: object, final: State, ours: Collection[str], waits: Sequence[flo
     have it (``state.with_outcomes(outcomes)``), ``waits`` the seconds until our rechecks,
     ``wake`` and ``moved`` what wakes the handlers parked on other objects."""
     if not ours and not waits and not wake:
-        _ours.set(None)
+        _ours.take(patch)  # none of this cycle's delays is ours
         return
     positions = tuple(str(handler_id) in ours for handler_id, progress in progresses(final)
                       if progress.active and not progress.finished)
     now = asyncio.get_running_loop().time()
-    _ours.set(Ours(patch, positions, tuple(now + wait for wait in waits), wake, moved))
+    _ours.put(patch, Ours(positions, tuple(now + wait for wait in waits), wake, moved))
 
 
 def take(patch: object) -> Ours | None:
     """The ledger of the cycle whose patch this is; None for any other (or none told)."""
-    ours = _ours.get()
-    if ours is None:
-        return None
-    _ours.set(None)
-    return ours if ours.patch is patch else None
+    return _ours.take(patch)
 
 
 def stock(delays: Sequence[float], ours: Ours) -> list[float]:

@@ -17,29 +17,35 @@ such knowledge either: that stays the limit safety.md names.
 from __future__ import annotations
 
 import collections
-import contextvars
+import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from kopf_outcomes._kopf.internals import OperatorWrites
+from kopf_outcomes._kopf.per_patch import PerPatch
+
 __all__ = ["OwnWrites"]
+
+_LOGGER = logging.getLogger("kopf_outcomes")
 
 LIMIT = 65536  # objects with a write not seen yet, per process; the oldest are forgotten first
 
 
-def version_of(value: object) -> int | None:
-    """A resourceVersion as KEP-5504 defines a comparable one (a positive integer, no leading zero).
-    Kopf marks the version of its write that removed the last finalizer of a deleting object (whose
-    event never comes) with a suffix after ``~``: the version before it is still that write's."""
+def version_of(value: object) -> tuple[int, str] | None:
+    """A resourceVersion as KEP-5504 defines a comparable one (a positive integer, no leading zero),
+    as a key that orders them: the longer is the newer, then by their digits (no ``int()``, which
+    refuses a string of thousands of digits). Kopf marks the version of its write that removed the
+    last finalizer of a deleting object (whose event never comes) with a suffix after ``~``: the
+    version before it is still that write's."""
     if isinstance(value, str):
         value = value.partition("~")[0]
     if isinstance(value, str) and value.isdigit() and value.isascii() and value[0] != "0":
-        return int(value)
+        return len(value), value
     return None
 
 
-def _uid_version(body: Mapping[str, Any]) -> tuple[str, int | None]:
-    metadata = body.get("metadata") or {}
-    return str(metadata.get("uid") or ""), version_of(metadata.get("resourceVersion"))
+def _uid(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
 
 
 def _structure(value: Any) -> Any:
@@ -55,7 +61,6 @@ def _structure(value: Any) -> Any:
 class _Held(NamedTuple):
     """The patch of a change cycle held on an older view, as it was when that cycle began."""
 
-    patch: dict[str, Any]
     content: dict[str, Any]
     fns: list[Any]  # Kopf's patch functions (its finalizer's), where its patch has them
 
@@ -64,27 +69,26 @@ class OwnWrites:
     """One installation's own memory writes not seen yet, by object uid: the version each returned."""
 
     def __init__(self) -> None:
-        self._awaited: collections.OrderedDict[str, int] = collections.OrderedDict()
-        # The held cycle's patch, until its apply: per worker task, as Kopf's cycles of objects interleave.
-        self._held: contextvars.ContextVar[_Held | None] = contextvars.ContextVar("kopf_outcomes_held", default=None)
+        self._awaited: collections.OrderedDict[str, tuple[int, str]] = collections.OrderedDict()
+        self._held: PerPatch[_Held] = PerPatch()  # the held cycle's patch as it began, for its apply
 
-    def hold(self, patch: object, purged: bool) -> None:
+    def hold(self, patch: object, purged: OperatorWrites | None) -> None:
         """The change cycle whose patch this is runs on a view older than our write: what it adds
         to the patch is dropped (Kopf's progress, stored from that view, would overwrite what our
         write recorded); what the patch held when it began stays (a stock event handler's write),
-        unless Kopf ``purged`` its progress from that view before (then nothing of it stays)."""
+        but for what Kopf's storages wrote into it where Kopf ``purged`` its progress from that view
+        before (the purge would delete the parked mark our write recorded)."""
         if isinstance(patch, dict):
-            kept = ({}, []) if purged else (_structure(dict(patch)), list(getattr(patch, "fns", ())))
-            self._held.set(_Held(patch, *kept))
+            content = _structure(dict(patch))
+            if purged is not None:
+                _without_storages(content, purged)
+            self._held.put(patch, _Held(content, list(getattr(patch, "fns", ()))))
 
     def restore(self, patch: object) -> None:
-        """If this is the held cycle's patch, put it back as it was when that cycle began (asked
+        """If this is a held cycle's patch, put it back as it was when that cycle began (asked
         once, by its apply)."""
-        held = self._held.get()
-        if held is None:
-            return
-        self._held.set(None)
-        if held.patch is patch:
+        held = self._held.take(patch)
+        if held is not None and isinstance(patch, dict):
             patch.clear()
             patch.update(held.content)
             fns = getattr(patch, "fns", None)
@@ -94,8 +98,7 @@ class OwnWrites:
     def wrote(self, body: Mapping[str, Any], returned: object) -> None:
         """Our PATCH of the object (``body``: the view it was made from) carried our memory, and
         the API server answered with the resourceVersion ``returned``."""
-        uid, _ = _uid_version(body)
-        version = version_of(returned)
+        uid, version = _uid(body), version_of(returned)
         if not uid or version is None:
             self._awaited.pop(uid, None)  # unknown: nothing to compare a view with
             return
@@ -104,23 +107,55 @@ class OwnWrites:
         while len(self._awaited) > LIMIT:
             self._awaited.popitem(last=False)
 
-    def older(self, body: Mapping[str, Any]) -> bool:
+    def older(self, body: Mapping[str, Any], listed: bool = False) -> bool:
         """Whether the view is older than our own last memory write of its object (a view at or
-        after that write ends the wait for it)."""
+        after that write ends the wait for it). A ``listed`` view (Kopf's listing, the object as
+        it is now) ends it whatever its version: where that is lower (the cluster's versions went
+        back, as after an etcd restore), waiting would hold the object for as many writes again."""
         if not self._awaited:
             return False
-        uid, version = _uid_version(body)
+        uid = _uid(body)
         awaited = self._awaited.get(uid)
         if awaited is None:
             return False
+        version = version_of((body.get("metadata") or {}).get("resourceVersion"))
         if version is None:
             return False  # a view we cannot place holds nothing, nor ends the wait
-        if version >= awaited:
+        if version >= awaited or listed:
             del self._awaited[uid]  # seen
+            if version < awaited:
+                metadata = body.get("metadata") or {}
+                where = "/".join(str(part) for part in (metadata.get("namespace"), metadata.get("name")) if part)
+                _LOGGER.warning(f"{where or uid}: listed at resourceVersion {version[1]}, below {awaited[1]} that "
+                                f"this operator's own write returned (were the cluster's versions reset, as by "
+                                f"an etcd restore?): the listing is taken as the object now.")
             return False
         return True
 
     def gone(self, body: Mapping[str, Any]) -> None:
         """The object left the cluster: nothing of it is awaited any more."""
         if self._awaited:
-            self._awaited.pop(_uid_version(body)[0], None)
+            self._awaited.pop(_uid(body), None)
+
+
+def _without_storages(content: dict[str, Any], writes: OperatorWrites) -> None:
+    """Leave out of a patch what the operator's Kopf storages write (their annotations by prefix,
+    their fields), and the stanzas that leaves empty (an empty one would still be a request)."""
+    metadata = content.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if isinstance(annotations, dict):
+        for key in [key for key in annotations if any(key.startswith(f"{prefix}/") for prefix in writes.prefixes)]:
+            del annotations[key]
+    for field in writes.fields:
+        _remove(content, field)
+    _remove(content, ("metadata", "annotations"), only_empty=True)
+    _remove(content, ("metadata",), only_empty=True)
+    _remove(content, ("status",), only_empty=True)
+
+
+def _remove(content: dict[str, Any], field: tuple[str, ...], only_empty: bool = False) -> None:
+    holder: Any = content
+    for part in field[:-1]:
+        holder = holder.get(part) if isinstance(holder, dict) else None
+    if isinstance(holder, dict) and field[-1] in holder and (not only_empty or holder[field[-1]] == {}):
+        del holder[field[-1]]

@@ -48,6 +48,7 @@ from kopf_outcomes._kopf.internals import (
     execution,
     handler_var,
     no_extra_context,
+    operator_writes,
     progress_of,
     raw_body_of,
     unheld,
@@ -87,9 +88,10 @@ class Reactions:
                                                    cause, state, extra_context, default_errors)
         # Only a change cycle is held: a sub-handler runs inside its change handler's cycle, and a
         # timer or daemon keeps no memory (held, it gets no delay: Kopf calls it again at once, a spin).
-        if cycle.kind is CHANGE and self.own_writes.older(raw_body_of(cause) or EMPTY):
+        if cycle.kind is CHANGE and self.own_writes.older(raw_body_of(cause) or EMPTY, listed=requeue.listed()):
             # Kopf purged its progress from this view where it shows another purpose's (unknown: so it did).
-            self.own_writes.hold(getattr(cause, "patch", None), purged=bool(getattr(state, "extras", True)))
+            purged = operator_writes(settings) if getattr(state, "extras", True) else None
+            self.own_writes.hold(getattr(cause, "patch", None), purged=purged)
             return older_than_own_write(settings, handlers, cause, state)
         parent = current() if cycle.kind is SUBHANDLER else None  # the change handler's cycle
         token = enter(cycle)

@@ -99,7 +99,7 @@ def next_due(record: MemoryRecord, now: datetime.datetime, *, after: bool = Fals
         else:
             # A point just passed is due now for a wake-up of this replica (it slept until then), but
             # not for a fresh listing (a restart, a resume, a takeover): the replica active then ran it.
-            steps = max(1, math.ceil((elapsed - (0.0 if _listed() else TOLERANCE)) / interval))
+            steps = max(1, math.ceil((elapsed - (0.0 if listed() else TOLERANCE)) / interval))
         return start + datetime.timedelta(seconds=steps * interval)
     except (OverflowError, ValueError):
         return None
@@ -148,7 +148,7 @@ def phase(since: str, interval: float) -> float:
     return share * SPREAD * interval
 
 
-def _listed() -> bool:
+def listed() -> bool:
     """Whether this cycle processes Kopf's listing of the object (not a watch event, not a recheck)."""
     stream = _stream.get()
     return stream is not None and stream.raw_event.__class__ is not Requeued and stream.raw_event.get("type") is None
