@@ -542,6 +542,36 @@ async def test_an_observer_failing_on_a_release_neither_runs_the_handler_nor_str
     assert server.finalized, (FailsOnTheRelease.told, server.records(), server.annotations.get(DEFAULT_KEYS.release))
 
 
+class ReadsTheMemory:
+    """An observer that reads, as the conditions plugin does, the handler's record in the patch."""
+
+    seen: list[dict[str, Any] | None] = []
+
+    @kopf_outcomes.hookimpl
+    def kopf_outcomes_observe_outcome(self, run: kopf_outcomes.HandlerRun, outcome: Outcome, patch: Any) -> None:
+        raw = ((patch.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_KEYS.memory)
+        ReadsTheMemory.seen.append(json.loads(raw).get(run.handler_id) if raw else None)
+
+
+@pytest.mark.parametrize("concluding", ["retained", "pending", "released"])
+async def test_observers_are_told_a_conclusion_with_its_record_already_in_the_patch(
+        server: Server, concluding: str) -> None:
+    """The memory write of a conclusion comes first, whatever it concludes: an observer reads the
+    record (a retention's stamp) as the PATCH will store it, or its removal."""
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[ReadsTheMemory()])
+    ReadsTheMemory.seen = []
+    runs: list[str] = []
+    fn = (lambda **_: Pending("waiting for the callback")) if concluding == "pending" else retaining(runs, "a")
+    op = deletion_operator(server, fn)
+    await op.event()
+    if concluding == "released":
+        release(server, stamped(server.annotations, "h0"))
+        await op.event()
+        assert server.finalized and ReadsTheMemory.seen[-1] is None  # told with its record gone
+    else:
+        assert ReadsTheMemory.seen == [server.records()["h0"]]
+
+
 # --- 1d. Kopf's own final failures, retained: stamped too ---------------------------------------------
 
 @pytest.mark.parametrize("failure", ["permanent", "retries"])

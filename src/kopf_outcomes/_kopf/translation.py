@@ -202,15 +202,25 @@ def _as_stored(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
-    """Tell the observers, and remember what the run concluded about this state: where an observer
-    failed, the run is a Retry, and is remembered as one (its key kept as a Retry keeps it)."""
+    """Remember what the run concluded about this state, then tell the observers: they read the
+    conclusion's record in the patch (a retention's stamp, to print the command that releases it).
+    Where an observer failed, the run is a Retry, remembered as one in place of the conclusion (its
+    key kept as a Retry keeps it)."""
+    remember(turn, outcome, result)
+    fallback = observed(turn.plugins, turn.cycle.kind, turn.cycle.keys, turn.run, turn.cause, outcome) \
+        if turn.plugins.observed else None
+    if fallback is None:
+        return result
+    result = observer_failed(turn.handler, fallback, turn.cause)
+    if str(turn.handler.id) in turn.cycle.quiet:  # the conclusion was as before; the Retry is not
+        turn.cycle.own_quiet().discard(str(turn.handler.id))
+    remember(turn, fallback, result)
+    return result
+
+
+def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
+    """The run's conclusion about this state in the object's memory, in the cycle's patch."""
     plugins, cycle, run, handler, cause, _ = turn
-    if plugins.observed:
-        if isinstance(result.exception, Retained):
-            show_retention(turn, outcome, result.exception)
-        fallback = observed(plugins, cycle.kind, cycle.keys, run, cause, outcome)
-        if fallback is not None:
-            outcome, result = fallback, observer_failed(handler, fallback, cause)
     body, patch = body_of(cause), getattr(cause, "patch", None)
     if body is not None and patch is not None and cycle.persists:
         stored = stored_outcome(outcome, result)
@@ -262,22 +272,9 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
             cycle.own_tracked()[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.own_quiet().add(handler_id)  # the same conclusion about the same state: no need to store
-    return result
 
 
 _KEPT = frozenset({"pending", "retained"})
-
-
-def show_retention(turn: Turn, outcome: Outcome, retained: Retained) -> None:
-    """A retention's record, stamp included, in the patch before the observers are told: they read
-    it there to print the command that releases it. Written again as concluded once they have been
-    told (an observer's failure makes it the Retry's record, or none)."""
-    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
-    if body is not None and patch is not None and turn.cycle.persists:
-        record = memory.record(turn.run.previous, digest="", outcome="retained", reason=str(outcome), parked=False,
-                               depends_on=turn.run.options.depends_on, stamp=retained.stamp)
-        memory.write(body, patch, str(turn.handler.id), record, turn.cause.logger, turn.cycle.keys,
-                     known=turn.cycle.records)
 
 
 def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str | None:
