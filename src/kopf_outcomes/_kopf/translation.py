@@ -6,6 +6,7 @@ the object's memory, and told to the observers.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import secrets
 from collections.abc import Collection, Mapping, MutableMapping
@@ -216,6 +217,42 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
         turn.cycle.own_quiet().discard(str(turn.handler.id))
     remember(turn, fallback, result)
     return result
+
+
+def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+    """
+    A person's release of a retained handler, concluded: its record goes, Kopf's failure is final
+    (the finalizer goes, the release annotation with it), and the observers are told. Where one of
+    them fails, the release is retried, not the handler: the handler stays retained as it was (its
+    record, stamp and Kopf's retained mark), the release annotation stays, and the release is
+    attempted again after the retry's delay (``Parked.deadline``), while the annotation still
+    answers it; the handler's function never runs again.
+    """
+    reason = record["reason"]
+    final = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
+    outcome = Fatal(reason, on_delete="release")
+    remember(turn, outcome, final)
+    fallback = observed(turn.plugins, turn.cycle.kind, turn.cycle.keys, turn.run, turn.cause, outcome) \
+        if turn.plugins.observed else None
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    handler_id = str(turn.handler.id)
+    if fallback is None:
+        turn.cause.logger.warning(f"{turn.handler} is released by the annotation {turn.cycle.keys.release!r}; "
+                                  f"the finalizer is no longer retained.")
+        if body is not None and patch is not None and not release_answers_another(turn.cycle, body, patch, handler_id):
+            answered(turn.cycle, body, patch, turn.cause.logger)  # it releases no handler retained later
+        return final
+    attach_events()
+    turn.cause.logger.log(fallback.level, f"The release of {turn.handler} is retried in {fallback.delay:g} s, "
+                                          f"not the handler: {fallback.reason}",
+                          extra=fields(turn.handler, "retry", fallback.reason, delay=fallback.delay))
+    if body is not None and patch is not None and turn.cycle.persists:
+        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id, False)
+        memory.write(body, patch, handler_id, record, turn.cause.logger, turn.cycle.keys, known=turn.cycle.records)
+    retained = Retained(reason, record.get("stamp"))
+    retained.deadline = (datetime.datetime.now(datetime.timezone.utc)
+                         + datetime.timedelta(seconds=fallback.delay)).isoformat()
+    return KopfOutcome(final=False, exception=retained, delay=PARKED_DELAY)
 
 
 def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
