@@ -229,10 +229,6 @@ async def process_elsewhere_then_here(server: Server, monkeypatch: pytest.Monkey
     return seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "unrecorded.done_here is keyed by (uid, handler) only, not by the state or the write it concluded: a "
-    "conclusion for good that was NOT refused, followed by another process parking the handler on a new "
-    "state, makes cycle.wakes run the parked handler again with no change (_kopf/unrecorded.py, cycle.wakes)"))
 async def test_a_handler_parked_by_another_process_is_not_run_again_by_an_old_conclusion_here(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing wakes a parked handler but a change; this process's conclusion was about another state."""

@@ -239,9 +239,13 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return child_released(cycle, str(handler.id), body)
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
-    if found["outcome"] == "pending" and not state.finished and body is not None and unrecorded.done_here(
-            str((body.get("metadata") or {}).get("uid") or ""), str(handler.id)):
-        return True  # concluded for good here on an older view, its write refused: conclude afresh
+    if found["outcome"] == "pending" and not state.finished and body is not None:
+        about = unrecorded.done_here(str((body.get("metadata") or {}).get("uid") or ""), str(handler.id))
+        if about:
+            now = digest(plugins, cycle, handler, cause)
+            if now in about:
+                return True  # concluded for good here about this state, on an older view, its write refused
+            return found["digest"] != now or dependents.moved(cycle.objects, handler, cause, found)
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
     return (found["digest"] != digest(plugins, cycle, handler, cause)

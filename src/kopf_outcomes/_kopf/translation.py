@@ -20,7 +20,7 @@ from kopf_outcomes._kopf.cycle import Cycle, memory_of, records_as_patched, rele
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Held, Parked, Polling, Rechecking, Retained
-from kopf_outcomes._kopf.states import remembered, woken_by
+from kopf_outcomes._kopf.states import digest, remembered, woken_by
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import fault, retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
@@ -247,7 +247,7 @@ def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
                                           f"not the handler: {fallback.reason}",
                           extra=fields(turn.handler, "retry", fallback.reason, delay=fallback.delay))
     if body is not None and patch is not None and turn.cycle.persists:
-        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id, False)
+        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id)
         memory.write(body, patch, handler_id, record, turn.cause.logger, turn.cycle.keys, known=turn.cycle.records)
     retained = Retained(reason, record.get("stamp"))
     retained.deadline = (datetime.datetime.now(datetime.timezone.utc)
@@ -262,12 +262,13 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
     if body is not None and patch is not None and cycle.persists:
         stored = stored_outcome(outcome, result)
         handler_id = str(handler.id)
-        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id, result.final)
         taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
         # The record survives a Retry (or an error) about the state it was about: the handler acted on it.
         known = memory_of(plugins, cycle, handler, cause) if run.previous is not None or stored in _KEPT \
             or run.options.remember or handler_id in cycle.recalled else None
+        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id,
+                             concluded_about(turn, known) if result.final else unrecorded.NOT_FOR_GOOD)
         acted = not (stored == "retry" and known is not None and not known.acted_on_this_state
                      and not run.options.remember)
         if known is not None and (stored in _KEPT or run.options.remember
@@ -312,6 +313,14 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
 
 
 _KEPT = frozenset({"pending", "retained"})
+
+
+def concluded_about(turn: Turn, known: memory.Memory | None) -> frozenset[str]:
+    """The state a conclusion for good is about, as :mod:`.unrecorded` keeps it: its digest as the run
+    saw it, and as the cycle's patch leaves it (the handler's own writes, made again on an older view)."""
+    plugins, cycle, _, handler, cause, _ = turn
+    seen = known.digest if known is not None else digest(plugins, cycle, handler, cause)
+    return frozenset({seen, digest(plugins, cycle, handler, cause, patched=True)})
 
 
 def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str | None:
