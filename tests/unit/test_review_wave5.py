@@ -558,14 +558,17 @@ async def test_a_release_an_observer_failed_on_stays_retained_and_is_attempted_a
     release(server, value)
     waits = told_waits(monkeypatch)
     await op.event()
-    assert not server.finalized and server.records()["h0"] == record
+    assert not server.finalized and server.records()["h0"] == {**record, "deadline": server.records()["h0"]["deadline"]}
     assert server.annotations[DEFAULT_KEYS.release] == value
     progress = json.loads(server.annotations["kopf.zalando.org/h0"])
     assert progress["message"].endswith("[finalizer retained by kopf-outcomes]")
     assert any(0 < wait <= 60.5 for wait in waits[-1]), waits  # the retry's delay (the run's backoff), not ten years
     assert "The release of Handler 'h0' is retried in 60 s" in caplog.text
     assert "the metrics backend is down" in caplog.text
-    await op.event()  # the requeued event: the observer answers now
+    await op.event()  # the event of the cycle's own write: the retry waits its delay (no busy loop)
+    assert not server.finalized and FailsOnTheRelease.told == 2
+    server.age(61)
+    await op.event()  # the requeued event, at the retry's deadline: the observer answers now
     assert server.finalized and runs == ["a"] and FailsOnTheRelease.told == 3
     assert DEFAULT_KEYS.release not in server.annotations
 
@@ -623,7 +626,10 @@ async def test_a_retained_sub_handlers_release_an_observer_failed_on_is_retried_
     await op.event()
     assert not server.finalized and server.records()["parent/child"]["outcome"] == "retained"
     assert any(0 < wait <= 60.5 for wait in waits[-1]), waits
+    await op.event()  # the event of the cycle's own write: the retry waits its delay
+    assert not server.finalized
     for _ in range(2):
+        server.age(61)
         await op.event()
     assert server.finalized and runs == ["child"]
 

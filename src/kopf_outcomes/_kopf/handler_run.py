@@ -30,6 +30,7 @@ from kopf_outcomes._kopf.cycle import (
     is_parked,
     of,
     record_of,
+    release_stands,
 )
 from kopf_outcomes._kopf.internals import (
     CHANGE,
@@ -192,10 +193,13 @@ class Runs:
                  settings: OperatorSettings) -> KopfOutcome | None:
         """A retained finalizer, released by the annotation a person set (the wake-up checked it);
         None where the handler is not retained (its progress carries the retained mark: checked first)."""
-        record = record_of(cycle, str(handler.id), state)
-        if record is None or record["outcome"] != "retained" or body_of(cause) is None:
+        record, body = record_of(cycle, str(handler.id), state), body_of(cause)
+        if record is None or record["outcome"] != "retained" or body is None:
             return None
-        return translation.release(self.turn(cycle, handler, cause, state, settings, record), record)
+        turn = self.turn(cycle, handler, cause, state, settings, record)
+        if not release_stands(cycle, str(handler.id), body, record):  # withdrawn while its retry waited
+            return translation.still_retained(turn, record)
+        return translation.release(turn, record)
 
     def decided(self, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState,
                 decided: Decided) -> KopfOutcome:

@@ -225,8 +225,9 @@ def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
     (the finalizer goes, the release annotation with it), and the observers are told. Where one of
     them fails, the release is retried, not the handler: the handler stays retained as it was (its
     record, stamp and Kopf's retained mark), the release annotation stays, and the release is
-    attempted again after the retry's delay (``Parked.deadline``), while the annotation still
-    answers it; the handler's function never runs again.
+    attempted again at the retry's deadline (in its record, and ``Parked.deadline`` for the
+    requeue), not before (no busy loop on the cycle's own write), while the annotation still answers
+    it; the handler's function never runs again.
     """
     reason = record["reason"]
     final = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
@@ -246,13 +247,28 @@ def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
     turn.cause.logger.log(fallback.level, f"The release of {turn.handler} is retried in {fallback.delay:g} s, "
                                           f"not the handler: {fallback.reason}",
                           extra=fields(turn.handler, "retry", fallback.reason, delay=fallback.delay))
+    deadline = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=fallback.delay)).isoformat()
     if body is not None and patch is not None and turn.cycle.persists:
         unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id)
-        memory.write(body, patch, handler_id, record, turn.cause.logger, turn.cycle.keys, known=turn.cycle.records)
+        memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "deadline": deadline}),
+                     turn.cause.logger, turn.cycle.keys, known=turn.cycle.records)
     retained = Retained(reason, record.get("stamp"))
-    retained.deadline = (datetime.datetime.now(datetime.timezone.utc)
-                         + datetime.timedelta(seconds=fallback.delay)).isoformat()
+    retained.deadline = deadline
     return KopfOutcome(final=False, exception=retained, delay=PARKED_DELAY)
+
+
+def still_retained(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+    """A retained handler whose release, retried, no longer stands when its retry comes (the person
+    removed the annotation): it stays retained, as before the release, and waits for a person."""
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    turn.cause.logger.warning(f"{turn.handler} stays retained: the release annotation {turn.cycle.keys.release!r} "
+                              f"whose release was retried no longer releases it.")
+    if body is not None and patch is not None and turn.cycle.persists and "deadline" in record:
+        kept = memory.MemoryRecord(**record)
+        del kept["deadline"]
+        memory.write(body, patch, str(turn.handler.id), kept, turn.cause.logger, turn.cycle.keys,
+                     known=turn.cycle.records)
+    return KopfOutcome(final=False, exception=Retained(record["reason"], record.get("stamp")), delay=PARKED_DELAY)
 
 
 def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
