@@ -120,7 +120,9 @@ def kopf_outcomes_observe_outcome(
     ``metadata.finalizers`` or the operator's memory (not by replacing ``metadata`` or its
     ``annotations`` either), nor Kopf's patch functions (``patch.fns``): such a change is undone
     (``metadata`` and the patch functions put back as they were) and the run is retried, the
-    plugin named.
+    plugin named (a person's release of a retained handler is retried as a release: the handler
+    does not run again). The operator's memory of the outcome (a retention's stamp included) is
+    in ``patch`` already when the observers are told.
     Fields a plugin writes should be named by :func:`kopf_outcomes_owned_fields`, so that
     they do not wake parked handlers.
 

@@ -84,7 +84,9 @@ class MemoryRecord(_Conclusion, total=False):
     ``woken_by`` (list[list[str]])
         The field paths whose change woke its last runs (a few, the latest last).
     ``deadline`` (str)
-        A Pending under a time-based escalation runs again then (UTC, ISO 8601), whatever happens.
+        A Pending under a time-based escalation runs again then (UTC, ISO 8601), whatever happens;
+        a retained handler whose release an observer failed on attempts the release again then
+        (not before), while the release annotation still answers it.
     ``uid`` (str)
         The uid of the object it was written for: a restored or re-created object (another uid)
         does not inherit it.

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 from kubernetes_asyncio import client
 
+from kopf_outcomes import memory
 from kopf_outcomes.memory import RELEASE_ANNOTATION
 from kopf_outcomes_testing.process import OperatorProcess, summary
 from tests.e2e.conftest import create_example, eventually, get_example
@@ -151,3 +152,29 @@ async def test_explicit_completion(objects, namespace, operator, value, expected
             "kopf.dev", "v1", namespace, "kopfexamples", "x", {"spec": {"explicit": True}},
             _content_type="application/merge-patch+json")
         await eventually(lambda: gone(objects, namespace, "x"), timeout=10, what="completion")
+
+
+async def test_an_observer_failing_on_a_release_retries_the_release_not_the_handler(objects, namespace, operator):
+    """The failing cycle's own write brings an event at once: the retry waits its delay (no busy
+    loop), then releases; the handler never runs again, and the person's annotation is not lost."""
+    async with operator("tests/e2e/operators/release_observer_operator.py") as op:
+        await start_deleting(objects, namespace, "o", {})
+        await op.wait_for(lambda r: "failed permanently" in r.message, what="the retention")
+
+        async def retained() -> str | None:
+            body = await get_example(objects, namespace, "o") or {}
+            if memory.DEFAULT_KEYS.memory not in (body["metadata"].get("annotations") or {}):
+                return None  # the retention's PATCH is not there yet
+            return await stamped(objects, namespace, "o", "delete_fn")
+
+        release = await eventually(retained, what="the retained record")
+        await objects.patch_namespaced_custom_object(
+            "kopf.dev", "v1", namespace, "kopfexamples", "o",
+            {"metadata": {"annotations": {RELEASE_ANNOTATION: release}}}, _content_type="application/merge-patch+json")
+        retried = await op.wait_for(lambda r: "The release of Handler 'delete_fn' is retried in 2 s" in r.message,
+                                    what="the release retried")
+        assert retried.level == "ERROR" and "the metrics backend is down" in retried.message
+        await eventually(lambda: gone(objects, namespace, "o"), what="the released object to go")
+        assert runs(op) == 1  # the retained handler never ran again
+        [released] = [r for r in op.records() if "is released by the annotation" in r.message]
+        assert released.time - retried.time >= 1.9  # attempted again at its retry's delay, not on its own write's event

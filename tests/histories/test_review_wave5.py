@@ -35,7 +35,7 @@ def forget_like_a_new_process() -> None:
 
 def forget_by_the_bound() -> None:
     for index in range(unrecorded.LIMIT):  # other objects' conclusions, in a busy operator
-        unrecorded.concluded(f"another-{index}", "hdl0-delete", True)
+        unrecorded.concluded(f"another-{index}", "hdl0-delete", frozenset({"a-state"}))
 
 
 @pytest.mark.xfail(strict=True, raises=machine.Violation, reason=(

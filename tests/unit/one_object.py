@@ -82,11 +82,13 @@ class Server:
         return json.loads(raw) if raw else {}
 
     def age(self, seconds: float) -> None:
-        """Time passes: each record's conclusion, and each of Kopf's delays, began that much earlier
-        (rechecks and retries are due)."""
+        """Time passes: each record's conclusion and deadline, and each of Kopf's delays, began that
+        much earlier (rechecks, retries and deadlines are due)."""
         records = self.records()
         for record in records.values():
             record["since"] = _earlier(record["since"], seconds)
+            if "deadline" in record:
+                record["deadline"] = _earlier(record["deadline"], seconds)
         if records:
             self.annotations[DEFAULT_KEYS.memory] = json.dumps(records)
         for key, value in list(self.annotations.items()):

@@ -20,7 +20,7 @@ from kopf._cogs.clients import watching
 
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending
-from kopf_outcomes._kopf import readiness, requeue, selection, unrecorded
+from kopf_outcomes._kopf import delays, readiness, requeue, selection, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.kopf_objects import aiotoggles, references
 from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator, Server, server
@@ -229,10 +229,6 @@ async def process_elsewhere_then_here(server: Server, monkeypatch: pytest.Monkey
     return seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "unrecorded.done_here is keyed by (uid, handler) only, not by the state or the write it concluded: a "
-    "conclusion for good that was NOT refused, followed by another process parking the handler on a new "
-    "state, makes cycle.wakes run the parked handler again with no change (_kopf/unrecorded.py, cycle.wakes)"))
 async def test_a_handler_parked_by_another_process_is_not_run_again_by_an_old_conclusion_here(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing wakes a parked handler but a change; this process's conclusion was about another state."""
@@ -519,11 +515,6 @@ class FailsOnTheRelease:
             raise RuntimeError("the metrics backend is down")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "started twice: an observer's failure on the release of a retained handler turns that release into a "
-    "Retry (translation.conclude, observed -> observer_failed); the release annotation is consumed with it, and "
-    "the retry runs the retained handler's function again (docs: 'the handler does not run again'), which "
-    "retains anew under a new stamp: the person's release is lost and the side effect runs a second time"))
 async def test_an_observer_failing_on_a_release_neither_runs_the_handler_nor_strands_the_object(
         server: Server) -> None:
     """A person releases a retained handler as the log says; the observer told of that release
@@ -540,6 +531,137 @@ async def test_an_observer_failing_on_a_release_neither_runs_the_handler_nor_str
         server.age(61)
     assert runs == ["a"], "the retained handler ran again"
     assert server.finalized, (FailsOnTheRelease.told, server.records(), server.annotations.get(DEFAULT_KEYS.release))
+
+
+def told_waits(monkeypatch: pytest.MonkeyPatch) -> list[list[float]]:
+    """The seconds until each cycle's handlers of ours are looked at again, as told to Kopf's apply()."""
+    found: list[list[float]] = []
+    tell = delays.tell
+
+    def spying(patch: object, final: Any, ours: Any, waits: Any, *args: Any) -> None:
+        found.append(list(waits))
+        tell(patch, final, ours, waits, *args)
+    monkeypatch.setattr(delays, "tell", spying)
+    return found
+
+
+async def test_a_release_an_observer_failed_on_stays_retained_and_is_attempted_again_at_the_retrys_delay(
+        server: Server, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The retry of a release leaves all as it was (the record and its stamp, Kopf's retained mark,
+    the person's annotation), says so at ERROR, and comes back by itself: no event is needed."""
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[FailsOnTheRelease()])
+    FailsOnTheRelease.told = 0
+    runs: list[str] = []
+    op = deletion_operator(server, retaining(runs, "a"))
+    await op.event()
+    record, value = server.records()["h0"], stamped(server.annotations, "h0")
+    release(server, value)
+    waits = told_waits(monkeypatch)
+    await op.event()
+    assert not server.finalized and server.records()["h0"] == {**record, "deadline": server.records()["h0"]["deadline"]}
+    assert server.annotations[DEFAULT_KEYS.release] == value
+    progress = json.loads(server.annotations["kopf.zalando.org/h0"])
+    assert progress["message"].endswith("[finalizer retained by kopf-outcomes]")
+    assert any(0 < wait <= 60.5 for wait in waits[-1]), waits  # the retry's delay (the run's backoff), not ten years
+    assert "The release of Handler 'h0' is retried in 60 s" in caplog.text
+    assert "the metrics backend is down" in caplog.text
+    await op.event()  # the event of the cycle's own write: the retry waits its delay (no busy loop)
+    assert not server.finalized and FailsOnTheRelease.told == 2
+    server.age(61)
+    await op.event()  # the requeued event, at the retry's deadline: the observer answers now
+    assert server.finalized and runs == ["a"] and FailsOnTheRelease.told == 3
+    assert DEFAULT_KEYS.release not in server.annotations
+
+
+async def test_a_release_an_observer_failed_on_is_not_attempted_again_once_its_annotation_is_gone(
+        server: Server) -> None:
+    """Fail closed: the retry re-attempts the person's release only while it stands."""
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[FailsOnTheRelease()])
+    FailsOnTheRelease.told = 0
+    runs: list[str] = []
+    op = deletion_operator(server, retaining(runs, "a"))
+    await op.event()
+    stamp = server.records()["h0"]["stamp"]
+    release(server, stamped(server.annotations, "h0"))
+    await op.event()
+    del server.annotations[DEFAULT_KEYS.release]  # withdrawn
+    for _ in range(3):
+        server.age(61)
+        await op.event()
+    retained = server.records()["h0"]
+    assert not server.finalized and runs == ["a"] and (retained["outcome"], retained["stamp"]) == ("retained", stamp)
+    assert FailsOnTheRelease.told == 2  # the retention, the failed release: nothing since
+
+
+class FailsOnce:
+    """An observer that fails once, when told of the handler it is armed for."""
+
+    armed: str | None = None
+
+    @kopf_outcomes.hookimpl
+    def kopf_outcomes_observe_outcome(self, run: kopf_outcomes.HandlerRun, outcome: Outcome, patch: Any) -> None:
+        if run.handler_id == FailsOnce.armed:
+            FailsOnce.armed = None
+            raise RuntimeError("the metrics backend is down")
+
+
+async def test_a_retained_sub_handlers_release_an_observer_failed_on_is_retried_without_running_the_child(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent waits with its child until the child's release is attempted again (its deadline)."""
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[FailsOnce()])
+    runs: list[str] = []
+
+    async def parent(**_: Any) -> None:
+        await kopf.execute(fns={"child": retaining(runs, "child")})
+
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete(*RESOURCE, registry=registry, id="parent")(parent)
+    op = Operator(server, registry)
+    await op.event()
+    await op.event()
+    assert server.records()["parent/child"]["outcome"] == "retained" and runs == ["child"]
+    waits = told_waits(monkeypatch)
+    release(server, stamped(server.annotations, "parent/child"))
+    FailsOnce.armed = "parent/child"
+    await op.event()
+    assert not server.finalized and server.records()["parent/child"]["outcome"] == "retained"
+    assert any(0 < wait <= 60.5 for wait in waits[-1]), waits
+    await op.event()  # the event of the cycle's own write: the retry waits its delay
+    assert not server.finalized
+    for _ in range(2):
+        server.age(61)
+        await op.event()
+    assert server.finalized and runs == ["child"]
+
+
+class ReadsTheMemory:
+    """An observer that reads, as the conditions plugin does, the handler's record in the patch."""
+
+    seen: list[dict[str, Any] | None] = []
+
+    @kopf_outcomes.hookimpl
+    def kopf_outcomes_observe_outcome(self, run: kopf_outcomes.HandlerRun, outcome: Outcome, patch: Any) -> None:
+        raw = ((patch.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_KEYS.memory)
+        ReadsTheMemory.seen.append(json.loads(raw).get(run.handler_id) if raw else None)
+
+
+@pytest.mark.parametrize("concluding", ["retained", "pending", "released"])
+async def test_observers_are_told_a_conclusion_with_its_record_already_in_the_patch(
+        server: Server, concluding: str) -> None:
+    """The memory write of a conclusion comes first, whatever it concludes: an observer reads the
+    record (a retention's stamp) as the PATCH will store it, or its removal."""
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[ReadsTheMemory()])
+    ReadsTheMemory.seen = []
+    runs: list[str] = []
+    fn = (lambda **_: Pending("waiting for the callback")) if concluding == "pending" else retaining(runs, "a")
+    op = deletion_operator(server, fn)
+    await op.event()
+    if concluding == "released":
+        release(server, stamped(server.annotations, "h0"))
+        await op.event()
+        assert server.finalized and ReadsTheMemory.seen[-1] is None  # told with its record gone
+    else:
+        assert ReadsTheMemory.seen == [server.records()["h0"]]
 
 
 # --- 1d. Kopf's own final failures, retained: stamped too ---------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from kopf_outcomes import engine, memory
-from kopf_outcomes._kopf import dependents, requeue, unrecorded
+from kopf_outcomes._kopf import deadlines, dependents, requeue, unrecorded
 from kopf_outcomes._kopf.internals import (
     Cause,
     Handler,
@@ -234,14 +234,18 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         if body is None:
             return False
         if memory.release_answers(body, str(handler.id), found, cycle.keys):
-            return True
+            return not deadlines.retrying(found)  # a release retried (an observer failed on it) waits its delay
         unanswered_release(cycle, handler, cause, body, found)
         return child_released(cycle, str(handler.id), body)
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
-    if found["outcome"] == "pending" and not state.finished and body is not None and unrecorded.done_here(
-            str((body.get("metadata") or {}).get("uid") or ""), str(handler.id)):
-        return True  # concluded for good here on an older view, its write refused: conclude afresh
+    if found["outcome"] == "pending" and not state.finished and body is not None:
+        about = unrecorded.done_here(str((body.get("metadata") or {}).get("uid") or ""), str(handler.id))
+        if about:
+            now = digest(plugins, cycle, handler, cause)
+            if now in about:
+                return True  # concluded for good here about this state, on an older view, its write refused
+            return found["digest"] != now or dependents.moved(cycle.objects, handler, cause, found)
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
     return (found["digest"] != digest(plugins, cycle, handler, cause)
@@ -273,8 +277,13 @@ def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> boo
     """Whether a person released a retained sub-handler of this parent (of any depth)."""
     prefix = f"{parent_id}/"
     return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
-               and memory.release_answers(body, handler_id, record, cycle.keys)
+               and memory.release_answers(body, handler_id, record, cycle.keys) and not deadlines.retrying(record)
                for handler_id, record in cycle.records.items())
+
+
+def release_stands(cycle: Cycle, handler_id: str, body: Mapping[str, Any], record: MemoryRecord) -> bool:
+    """Whether a person's release of this retained handler stands (its own, or a retained sub-handler's)."""
+    return memory.release_answers(body, handler_id, record, cycle.keys) or child_released(cycle, handler_id, body)
 
 
 def records_as_patched(cycle: Cycle, patch: Mapping[str, Any]) -> Mapping[str, MemoryRecord]:

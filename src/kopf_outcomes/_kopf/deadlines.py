@@ -53,10 +53,20 @@ def stamp(state: HandlerState | None, outcome: Outcome) -> str | None:
 
 
 def wait(record: MemoryRecord | None, now: datetime.datetime) -> float | None:
-    """Seconds until the deadline of a pending handler (0.0: it has come), None without one."""
-    if record is None or "deadline" not in record or record["outcome"] != "pending":
+    """Seconds until the deadline of a waiting handler (0.0: it has come), None without one: a
+    pending one's escalation, or a retained one's release, retried after an observer failed on it."""
+    if record is None or "deadline" not in record or record["outcome"] not in _DUE:
         return None
     return until(record["deadline"], now)
+
+
+_DUE = frozenset({"pending", "retained"})
+
+
+def retrying(record: MemoryRecord) -> bool:
+    """Whether a retained handler's release waits for its retry (its deadline is still to come)."""
+    wait = until(record.get("deadline"), datetime.datetime.now(datetime.timezone.utc))
+    return wait is not None and wait > 0
 
 
 def until(deadline: str | None, now: datetime.datetime) -> float | None:

@@ -18,8 +18,6 @@ import inspect
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-import kopf
-
 from kopf_outcomes import engine
 from kopf_outcomes._kopf import kopf_runs, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.cycle import (
@@ -32,7 +30,7 @@ from kopf_outcomes._kopf.cycle import (
     is_parked,
     of,
     record_of,
-    release_answers_another,
+    release_stands,
 )
 from kopf_outcomes._kopf.internals import (
     CHANGE,
@@ -55,7 +53,7 @@ from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.options import UnreadOptions, declared
-from kopf_outcomes.outcomes import Fatal, Outcome, Pending
+from kopf_outcomes.outcomes import Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
 
 # Kopf's invoke_handler's parameters (keyword-only), the same from Kopf 1.37 to 1.45.
@@ -195,18 +193,13 @@ class Runs:
                  settings: OperatorSettings) -> KopfOutcome | None:
         """A retained finalizer, released by the annotation a person set (the wake-up checked it);
         None where the handler is not retained (its progress carries the retained mark: checked first)."""
-        record = record_of(cycle, str(handler.id), state)
-        if record is None or record["outcome"] != "retained" or body_of(cause) is None:
+        record, body = record_of(cycle, str(handler.id), state), body_of(cause)
+        if record is None or record["outcome"] != "retained" or body is None:
             return None
-        cause.logger.warning(f"{handler} is released by the annotation {cycle.keys.release!r}; "
-                             f"the finalizer is no longer retained.")
-        concluded = translation.conclude(self.turn(cycle, handler, cause, state, settings, record),
-                                         Fatal(record["reason"], on_delete="release"),
-                                         KopfOutcome(final=True, exception=kopf.PermanentError(record["reason"])))
-        patch, body = getattr(cause, "patch", None), body_of(cause) or EMPTY
-        if patch is not None and not release_answers_another(cycle, body, patch, str(handler.id)):
-            translation.answered(cycle, body, patch, cause.logger)  # it releases no handler retained later
-        return concluded
+        turn = self.turn(cycle, handler, cause, state, settings, record)
+        if not release_stands(cycle, str(handler.id), body, record):  # withdrawn while its retry waited
+            return translation.still_retained(turn, record)
+        return translation.release(turn, record)
 
     def decided(self, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState,
                 decided: Decided) -> KopfOutcome:

@@ -21,7 +21,8 @@ class Parked(Exception):
     """What Kopf stores as the message of a parked handler: the reason, marked as ours."""
 
     mark = PARKED_MARK
-    deadline: str | None = None  # when it runs again whatever happens (an escalation's), if ever
+    # When it runs again whatever happens (an escalation's; a retained one's release, retried), if ever.
+    deadline: str | None = None
 
     def __str__(self) -> str:
         return f"{self.args[0]}{self.mark}"
@@ -29,11 +30,12 @@ class Parked(Exception):
 
 class Retained(Parked):
     """A parked handler whose finalizer is retained after a Fatal outcome, marked as such; with the
-    stamp that the release answering this retention carries (the memory records it)."""
+    stamp that the release answering this retention carries (the memory records it; None in a
+    retention from before stamps)."""
 
     mark = RETAINED_MARK
 
-    def __init__(self, reason: str, stamp: str) -> None:
+    def __init__(self, reason: str, stamp: str | None) -> None:
         super().__init__(reason)
         self.stamp = stamp
 

@@ -26,6 +26,7 @@ from kopf_outcomes._kopf.cycle import (
     observe_object,
     prune,
     recheck_wait,
+    record_of,
     refresh,
     track,
     wakes,
@@ -215,7 +216,8 @@ def select(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], 
     for h in handlers:
         handler_state = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
         wait = None if now is None or handler_state.finished else recheck_wait(plugins, cycle, h, cause, now)
-        due = None if now is None or handler_state.finished else deadlines.wait(cycle.records.get(str(h.id)), now)
+        due = None if now is None or handler_state.finished else deadlines.wait(
+            record_of(cycle, str(h.id), handler_state), now)  # a retained record counts only where marked so
         if unknown and str(h.id) in unknown:
             waiting.append(h.id)  # held until its objects are known: no deadline runs it before
             again = unknown[str(h.id)]

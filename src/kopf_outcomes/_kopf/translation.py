@@ -6,6 +6,7 @@ the object's memory, and told to the observers.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import secrets
 from collections.abc import Collection, Mapping, MutableMapping
@@ -19,7 +20,7 @@ from kopf_outcomes._kopf.cycle import Cycle, memory_of, records_as_patched, rele
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Held, Parked, Polling, Rechecking, Retained
-from kopf_outcomes._kopf.states import remembered, woken_by
+from kopf_outcomes._kopf.states import digest, remembered, woken_by
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import fault, retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
@@ -202,25 +203,88 @@ def _as_stored(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
-    """Tell the observers, and remember what the run concluded about this state: where an observer
-    failed, the run is a Retry, and is remembered as one (its key kept as a Retry keeps it)."""
+    """Remember what the run concluded about this state, then tell the observers: they read the
+    conclusion's record in the patch (a retention's stamp, to print the command that releases it).
+    Where an observer failed, the run is a Retry, remembered as one in place of the conclusion (its
+    key kept as a Retry keeps it)."""
+    remember(turn, outcome, result)
+    fallback = observed(turn.plugins, turn.cycle.kind, turn.cycle.keys, turn.run, turn.cause, outcome) \
+        if turn.plugins.observed else None
+    if fallback is None:
+        return result
+    result = observer_failed(turn.handler, fallback, turn.cause)
+    if str(turn.handler.id) in turn.cycle.quiet:  # the conclusion was as before; the Retry is not
+        turn.cycle.own_quiet().discard(str(turn.handler.id))
+    remember(turn, fallback, result)
+    return result
+
+
+def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+    """
+    A person's release of a retained handler, concluded: its record goes, Kopf's failure is final
+    (the finalizer goes, the release annotation with it), and the observers are told. Where one of
+    them fails, the release is retried, not the handler: the handler stays retained as it was (its
+    record, stamp and Kopf's retained mark), the release annotation stays, and the release is
+    attempted again at the retry's deadline (in its record, and ``Parked.deadline`` for the
+    requeue), not before (no busy loop on the cycle's own write), while the annotation still answers
+    it; the handler's function never runs again.
+    """
+    reason = record["reason"]
+    final = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
+    outcome = Fatal(reason, on_delete="release")
+    remember(turn, outcome, final)
+    fallback = observed(turn.plugins, turn.cycle.kind, turn.cycle.keys, turn.run, turn.cause, outcome) \
+        if turn.plugins.observed else None
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    handler_id = str(turn.handler.id)
+    if fallback is None:
+        turn.cause.logger.warning(f"{turn.handler} is released by the annotation {turn.cycle.keys.release!r}; "
+                                  f"the finalizer is no longer retained.")
+        if body is not None and patch is not None and not release_answers_another(turn.cycle, body, patch, handler_id):
+            answered(turn.cycle, body, patch, turn.cause.logger)  # it releases no handler retained later
+        return final
+    attach_events()
+    turn.cause.logger.log(fallback.level, f"The release of {turn.handler} is retried in {fallback.delay:g} s, "
+                                          f"not the handler: {fallback.reason}",
+                          extra=fields(turn.handler, "retry", fallback.reason, delay=fallback.delay))
+    deadline = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=fallback.delay)).isoformat()
+    if body is not None and patch is not None and turn.cycle.persists:
+        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id)
+        memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "deadline": deadline}),
+                     turn.cause.logger, turn.cycle.keys, known=turn.cycle.records)
+    retained = Retained(reason, record.get("stamp"))
+    retained.deadline = deadline
+    return KopfOutcome(final=False, exception=retained, delay=PARKED_DELAY)
+
+
+def still_retained(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+    """A retained handler whose release, retried, no longer stands when its retry comes (the person
+    removed the annotation): it stays retained, as before the release, and waits for a person."""
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    turn.cause.logger.warning(f"{turn.handler} stays retained: the release annotation {turn.cycle.keys.release!r} "
+                              f"whose release was retried no longer releases it.")
+    if body is not None and patch is not None and turn.cycle.persists and "deadline" in record:
+        kept = memory.MemoryRecord(**record)
+        del kept["deadline"]
+        memory.write(body, patch, str(turn.handler.id), kept, turn.cause.logger, turn.cycle.keys,
+                     known=turn.cycle.records)
+    return KopfOutcome(final=False, exception=Retained(record["reason"], record.get("stamp")), delay=PARKED_DELAY)
+
+
+def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
+    """The run's conclusion about this state in the object's memory, in the cycle's patch."""
     plugins, cycle, run, handler, cause, _ = turn
-    if plugins.observed:
-        if isinstance(result.exception, Retained):
-            show_retention(turn, outcome, result.exception)
-        fallback = observed(plugins, cycle.kind, cycle.keys, run, cause, outcome)
-        if fallback is not None:
-            outcome, result = fallback, observer_failed(handler, fallback, cause)
     body, patch = body_of(cause), getattr(cause, "patch", None)
     if body is not None and patch is not None and cycle.persists:
         stored = stored_outcome(outcome, result)
         handler_id = str(handler.id)
-        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id, result.final)
         taken = cycle.objects.get(handler_id)  # (its other objects, their fingerprint), if it has some
         new: memory.MemoryRecord | None = None
         # The record survives a Retry (or an error) about the state it was about: the handler acted on it.
         known = memory_of(plugins, cycle, handler, cause) if run.previous is not None or stored in _KEPT \
             or run.options.remember or handler_id in cycle.recalled else None
+        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id,
+                             concluded_about(turn, known) if result.final else unrecorded.NOT_FOR_GOOD)
         acted = not (stored == "retry" and known is not None and not known.acted_on_this_state
                      and not run.options.remember)
         if known is not None and (stored in _KEPT or run.options.remember
@@ -262,22 +326,17 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
             cycle.own_tracked()[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.own_quiet().add(handler_id)  # the same conclusion about the same state: no need to store
-    return result
 
 
 _KEPT = frozenset({"pending", "retained"})
 
 
-def show_retention(turn: Turn, outcome: Outcome, retained: Retained) -> None:
-    """A retention's record, stamp included, in the patch before the observers are told: they read
-    it there to print the command that releases it. Written again as concluded once they have been
-    told (an observer's failure makes it the Retry's record, or none)."""
-    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
-    if body is not None and patch is not None and turn.cycle.persists:
-        record = memory.record(turn.run.previous, digest="", outcome="retained", reason=str(outcome), parked=False,
-                               depends_on=turn.run.options.depends_on, stamp=retained.stamp)
-        memory.write(body, patch, str(turn.handler.id), record, turn.cause.logger, turn.cycle.keys,
-                     known=turn.cycle.records)
+def concluded_about(turn: Turn, known: memory.Memory | None) -> frozenset[str]:
+    """The state a conclusion for good is about, as :mod:`.unrecorded` keeps it: its digest as the run
+    saw it, and as the cycle's patch leaves it (the handler's own writes, made again on an older view)."""
+    plugins, cycle, _, handler, cause, _ = turn
+    seen = known.digest if known is not None else digest(plugins, cycle, handler, cause)
+    return frozenset({seen, digest(plugins, cycle, handler, cause, patched=True)})
 
 
 def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str | None:

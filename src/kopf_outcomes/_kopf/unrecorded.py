@@ -8,7 +8,8 @@ conclusion is lost, and the object still shows the handler parked (its memory an
 Kopf keeps retrying the removal, which the memory holds (``held``), and a parked handler runs only
 on a change: nothing would ever wake it. So a handler this process concluded for good that the
 object shows waiting runs again on the current view, and concludes afresh (its memory says whether
-it acted on this state); the finalizer is held until it does.
+it acted on this state); the finalizer is held until it does. Only where that conclusion was about
+the state the object shows now: a wait on another state is not the one it concluded.
 """
 from __future__ import annotations
 
@@ -18,17 +19,25 @@ __all__ = ["concluded", "done_here"]
 
 LIMIT = 65536  # objects × handlers remembered per process; the oldest are forgotten first
 
-_final: collections.OrderedDict[tuple[str, str], bool] = collections.OrderedDict()
+# By object and handler: the state digests this process's latest conclusion of it for good was about
+# (empty: its latest conclusion was not for good). A conclusion here about another state says nothing
+# of a wait the object shows now: another process (a failover, a shard moved back) may have parked
+# the handler on a newer state after this process's write was accepted.
+_final: collections.OrderedDict[tuple[str, str], frozenset[str]] = collections.OrderedDict()
+
+NOT_FOR_GOOD: frozenset[str] = frozenset()
 
 
-def concluded(uid: str, handler_id: str, final: bool) -> None:
-    """This process's latest conclusion of the handler on the object (``final``: for good)."""
-    _final[uid, handler_id] = final
+def concluded(uid: str, handler_id: str, about: frozenset[str] = NOT_FOR_GOOD) -> None:
+    """This process's latest conclusion of the handler on the object; ``about``: for good, about the
+    state with these digests (as the run saw it, and as the run's write leaves it)."""
+    _final[uid, handler_id] = about
     _final.move_to_end((uid, handler_id))
     while len(_final) > LIMIT:
         _final.popitem(last=False)
 
 
-def done_here(uid: str, handler_id: str) -> bool:
-    """Whether this process's latest conclusion of the handler on the object was for good."""
-    return _final.get((uid, handler_id), False)
+def done_here(uid: str, handler_id: str) -> frozenset[str]:
+    """The digests of the state this process's latest conclusion of the handler on the object was
+    about, where it was for good; else none."""
+    return _final.get((uid, handler_id), NOT_FOR_GOOD)
