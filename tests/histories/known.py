@@ -13,11 +13,6 @@ KNOWN_OPEN: frozenset[str] = frozenset({
     #                for a state it acted on (P3; its stranding, stale-view-stranded, is fixed: see test_regressions)
     "stale-view-retained",  # a handler retained, then concluded for good on a stale view whose write is refused:
     #                         the object shows it retained (P2 waived for a handler the object shows retained)
-    "new-own-write-kill",  # NEW: a kill between a Success's own status write (Kopf's /status PATCH, the first
-    #                        when the memory has nothing to write) and the finalizer's removal: the re-run keys the
-    #                        state with that write (no record survives a Success), another key for one state
-    "new-own-write-resume",  # NEW: a resume handler's own status write, a Success, a restart: Kopf resumes it, and
-    #                          with no record left it keys the state with that write (as new-own-write-kill)
 })
 
 # To see what a fix leaves open, name the findings still waived (comma-separated; empty: none):

@@ -209,8 +209,6 @@ class Histories(RuleBasedStateMachine):
         """The next ``count`` watch events, as Kopf's worker takes them (waiting for its own write's
         version to arrive); or only the latest of those queued (intermediate states unobserved: a
         relist). The operator dies at the ``crash``-th write of the last one (None: it does not)."""
-        if "new-own-write-kill" in KNOWN_OPEN and self.world.own_writes:
-            crash = None  # a kill after a Success's own write, before the finalizer's write, re-keys (known.py)
         for left in reversed(range(count)):
             if not self.api.queue:
                 return
@@ -264,10 +262,7 @@ class Histories(RuleBasedStateMachine):
 
     @rule_unless("42-2", index=st.integers(0, 5))
     def handler_writes_its_own_status(self, index: int) -> None:
-        handler = self.leaves[index % len(self.leaves)]
-        if "new-own-write-resume" in KNOWN_OPEN and handler.cause == "resume":
-            return  # resumed after a restart, it keys its own write once no record is left (known.py)
-        self.world.own_writes ^= {handler.id}
+        self.world.own_writes ^= {self.leaves[index % len(self.leaves)].id}
 
     @rule(fault=st.sampled_from([(hook, mode) for hook, modes in sorted(_faults().items()) for mode in modes]))
     def plugin_fault_changes(self, fault: tuple[str, str]) -> None:
@@ -357,8 +352,10 @@ class Histories(RuleBasedStateMachine):
         finally:
             self.api.writes_left = None
         persisted = not crashed or self.api.kopf_writes > writes_before
-        for run in self.world.runs[runs_before:]:
-            self._judge(run, persisted, stale)
+        runs = self.world.runs[runs_before:]
+        written = any(run.handler in self.world.own_writes for run in runs)  # the cycle's own writes
+        for run in runs:
+            self._judge(run, persisted, stale, written)
         if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
             self.saw_stale = True  # what the memory holds is unknown from now on
         if self.saw_stale or self.release_raced:
@@ -377,7 +374,7 @@ class Histories(RuleBasedStateMachine):
         """A parent is done when its sub-handlers are: the deletion's leaves decide the finalizer."""
         return [handler for handler in self.leaves if handler.cause == "delete"]
 
-    def _judge(self, run: operator.Run, persisted: bool, stale: bool = False) -> None:
+    def _judge(self, run: operator.Run, persisted: bool, stale: bool = False, written: bool = False) -> None:
         handler = next(h for h in self.leaves if h.id == run.handler)
         key = self.keys.setdefault((run.handler, run.state), run.key)
         # A run on a stale view is stale-view's; its key may be the state's with an own write after a Success.
@@ -394,7 +391,8 @@ class Histories(RuleBasedStateMachine):
         if persisted:
             self.records[run.handler] = model.remembered(
                 expected, concluded, run.state, self.policy.option(handler, "remember"),
-                record_survives_retry="42-1" not in KNOWN_OPEN)
+                record_survives_retry="42-1" not in KNOWN_OPEN,
+                written=written and self.policy.option(handler, "depends_on") is None)  # status in its state
             if handler.cause == "delete":
                 self.status[run.handler] = concluded
                 self.released_by_person.discard(run.handler)

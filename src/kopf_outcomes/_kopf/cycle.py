@@ -13,7 +13,7 @@ import contextvars
 import dataclasses
 import datetime
 import types
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -340,7 +340,10 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
     the cycle's patch leaves it. Of the handlers that concluded now (later handlers and observers
     of the cycle may have written more), and of those whose state had not changed before this
     cycle: what the operator writes, in any handler's cycle, is never a change for a parked one.
-    Each digest is taken in the cycle of its handler (a sub-handler's results are its own).
+    Each digest is taken in the cycle of its handler (a sub-handler's results are its own). A
+    Success that kept its key (``translation.keeps_key``) keeps its record only where the cycle
+    writes into its state: a kill after that write and before the finalizer's removal runs it again
+    on that state, which its record says it acted on; else a Success ends its record, as ever.
     """
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or not patch:
@@ -351,12 +354,40 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
         if record is None or (not concluded and record["digest"] != digest(plugins, own, handler, cause)):
             continue  # gone, or its state changed before this cycle: it wakes as it should
         state_digest = remembered(plugins, own, handler, cause)
-        if record["digest"] != state_digest:
+        if concluded and unwritten_success(plugins, own, handler, cause, record, state_digest):
+            forget(cycle, body, patch, handler_id, cause)
+        elif record["digest"] != state_digest:
             memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": state_digest}),
                          cause.logger, cycle.keys, known=cycle.records)
 
 
 _UNWRITTEN = object()
+
+
+def unwritten_success(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, record: MemoryRecord,
+                      state_digest: str | None = None) -> bool:
+    """Whether the record is a Success's (not remembered) whose cycle wrote nothing into its state
+    (``state_digest``: the state as the cycle's patch leaves it, if known): a Success ends it."""
+    if record["outcome"] != "success" or options_of(plugins, handler, cause).remember:
+        return False
+    patched = state_digest if state_digest is not None else digest(plugins, cycle, handler, cause, patched=True)
+    return patched == digest(plugins, cycle, handler, cause)
+
+
+def forget(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, Any], handler_id: str,
+           cause: Cause) -> None:
+    """The handler's record goes from the patch; where the memory is then as the object shows it,
+    the patch writes no memory at all, as it would not have without the record (on a stale view, a
+    write of it would remove records that the view does not show: a retention among them)."""
+    memory.write(body, patch, handler_id, None, cause.logger, cycle.keys, known=cycle.records)
+    annotations = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
+    shown = ((body.get("metadata") or EMPTY).get("annotations") or EMPTY).get(cycle.keys.memory)
+    if cycle.keys.memory in annotations and annotations[cycle.keys.memory] == shown:
+        del annotations[cycle.keys.memory]
+        if not annotations:
+            del patch["metadata"]["annotations"]
+            if not patch["metadata"]:
+                del patch["metadata"]
 
 
 def discard_unreadable(cycle: Cycle, cause: Cause) -> None:

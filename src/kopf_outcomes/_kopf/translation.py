@@ -16,7 +16,15 @@ import kopf
 
 from kopf_outcomes import engine, memory, objects, wakeups
 from kopf_outcomes._kopf import deadlines, dependents, unrecorded
-from kopf_outcomes._kopf.cycle import Cycle, memory_of, records_as_patched, release_answers_another
+from kopf_outcomes._kopf.cycle import (
+    Cycle,
+    current,
+    forget,
+    memory_of,
+    records_as_patched,
+    release_answers_another,
+    unwritten_success,
+)
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Held, Parked, Polling, Rechecking, Retained
@@ -289,7 +297,7 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
                      and not run.options.remember)
         if known is not None and (stored in _KEPT or run.options.remember
                                   or (stored == "retry" and known.acted_on_this_state)
-                                  or (not acted and keeps_key(turn, known))):
+                                  or ((not acted or stored == "success") and keeps_key(turn, known))):
             ignored = run.previous.get("ignored_release") if run.previous is not None else None
             if stored in _KEPT and (run.previous is None or run.previous["outcome"] != stored):
                 ignored = ignore_leftover_release(turn, body, patch)
@@ -308,7 +316,7 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
                                 stamp=stamp_of(result, run.previous) if stored == "retained" else None,
                                 acted=acted)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
-                    new["outcome"], new["reason"]):
+                    new["outcome"], new["reason"]) and (stored != "success" or run.options.remember):
                 hint = wakeups.fruitless(handler_id, woke)
                 if hint is not None:
                     _HINTS.warning(hint)
@@ -322,7 +330,9 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
                     new["seen"] = seen_objects(handler, cause)  # for why: made only where it is stored
                     dependents.saw(cause, handler_id, None)  # stored: the memory carries what it saw
         memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
-        if new is not None:
+        if new is not None and current() is None and unwritten_success(plugins, cycle, handler, cause, new):
+            forget(cycle, body, patch, handler_id, cause)  # outside of a cycle: no refresh decides it later
+        elif new is not None:
             cycle.own_tracked()[handler_id] = (handler, cycle, True)
         if isinstance(result.exception, Rechecking) and new is not None and new == run.previous:
             cycle.own_quiet().add(handler_id)  # the same conclusion about the same state: no need to store
@@ -347,10 +357,12 @@ def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str |
 
 
 def keeps_key(turn: Turn, known: memory.Memory) -> bool:
-    """A Retry or error that concluded nothing about its state still keeps the key of that state
-    where it was given out (``recall()``), in this run or an earlier one: a record about the state
-    as the cycle's writes leave it (its own, later handlers', observers': see ``cycle.refresh``),
-    ``acted: false``, so that no write of the operator gives the next run another key."""
+    """Whether the run's key was given out (``recall()``), in this run or an earlier one about its
+    state: then a record keeps it for the state as the cycle's writes leave it (its own, later
+    handlers', observers': see ``cycle.refresh``), so that no write of the operator gives the next
+    run another key. A Retry or error that concluded nothing keeps it ``acted: false``; a Success
+    keeps it only where the cycle writes into its state (``cycle.refresh`` ends it otherwise): a kill
+    after that write, before the finalizer's removal, runs it again on the state it acted on."""
     return known.about_this_state or str(turn.handler.id) in turn.cycle.recalled
 
 
