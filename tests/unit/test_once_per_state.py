@@ -7,6 +7,7 @@ uid); a release answers one retention; an unreadable memory holds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ import pytest
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Retry
 from kopf_outcomes.memory import DEFAULT_KEYS
+from tests.unit import one_object
 from tests.unit.one_object import RELEASES_BEFORE_THE_MEMORY, Operator, Server, server
 from tests.unit.releases import stamped
 
@@ -189,6 +191,99 @@ async def test_an_observers_failure_after_the_handlers_own_write_keeps_its_key(s
     assert [acted for acted, _ in seen] == [False, False]
     assert len({key for _, key in seen}) == 1
     assert server.finalized
+
+
+class Killed(Exception):
+    """The operator dies before this PATCH is sent."""
+
+
+def killed_before_the_finalizers_removal(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator dies before the PATCH that removes Kopf's finalizer, once: on Kopf >= 1.38 its
+    own JSON patch, after the merge-patches (the object's, then its status subresource's); on 1.37
+    the object's merge-patch, which carries the finalizer's removal and the memory together."""
+    sent = server.patch
+
+    async def patch(*, payload: Any, **kwargs: Any) -> dict[str, Any]:
+        removes = (any(op.get("path", "").startswith("/metadata/finalizers") for op in payload)
+                   if isinstance(payload, list) else "finalizers" in payload.get("metadata", {}))
+        if removes and not killed:
+            killed.append(payload)
+            raise Killed("the operator died before removing its finalizer")
+        return await sent(payload=payload, **kwargs)
+
+    killed: list[Any] = []
+    monkeypatch.setattr(one_object.api, "patch", patch)
+
+
+@pytest.fixture(params=[False, True], ids=["status-in-the-object", "status-subresource"])
+def status_subresource(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """The status as a subresource: Kopf PATCHes it after the object (the memory) in its own request."""
+    if request.param:
+        monkeypatch.setattr(one_object, "RESOURCE", dataclasses.replace(one_object.RESOURCE,
+                                                                        subresources=frozenset({"status"})))
+    return bool(request.param)
+
+
+async def rerun_after_the_kill(op: Operator, field: str) -> bool:
+    """Whether the run's own write (``status.<field>``) landed before the kill."""
+    with pytest.raises(Killed):
+        await op.event()
+    landed = field in op.server.body.get("status", {})
+    op.restart()  # Kopf purged its progress in the PATCHes that landed: it runs the handler again
+    await op.event()
+    return landed
+
+
+async def test_a_kill_after_a_successful_runs_own_write_keeps_its_key_and_what_it_acted_on(
+        server: Server, monkeypatch: pytest.MonkeyPatch, status_subresource: bool) -> None:
+    """The handler writes its status through Kopf's patch and succeeds; the operator dies before the
+    finalizer's removal. The run again on the state it acted on (its own write in it, where that
+    landed) has its key, and knows it acted: the record of a Success whose cycle wrote into its state
+    is kept for that state (new-own-write-kill)."""
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": run}
+        return kopf_outcomes.Success()
+
+    op = operator(server, waiting(seen, then))
+    killed_before_the_finalizers_removal(server, monkeypatch)
+    landed = await rerun_after_the_kill(op, "deletion")
+    assert [acted for acted, _ in seen] == [False, landed]  # Kopf 1.37: nothing landed, nothing was acted on
+    assert len({key for _, key in seen}) == 1
+    assert server.finalized
+
+
+async def test_a_kill_after_a_later_handlers_write_keeps_a_successful_runs_key(
+        server: Server, monkeypatch: pytest.MonkeyPatch, status_subresource: bool) -> None:
+    """The operator's writes in the cycle are the state the Success concluded about, whichever handler
+    wrote them: a later handler's (a stock one) too."""
+    seen: Seen = []
+
+    def writes(patch: kopf.Patch, **_: Any) -> None:
+        patch.status["other"] = {"done": True}
+
+    op = operator(server, waiting(seen, lambda run, patch: kopf_outcomes.Success()), writes)
+    killed_before_the_finalizers_removal(server, monkeypatch)
+    landed = await rerun_after_the_kill(op, "other")
+    assert [acted for acted, _ in seen] == [False, landed]
+    assert len({key for _, key in seen}) == 1
+    assert server.finalized
+
+
+@pytest.mark.parametrize("recalls", [False, True], ids=["stock", "recalling"])
+async def test_a_success_that_writes_nothing_into_its_state_or_was_given_no_key_keeps_no_record(
+        server: Server, recalls: bool) -> None:
+    """A Success ends its record, as ever, where its cycle wrote nothing into its state (a handler that
+    recalls its memory and writes nothing); and a stock handler, given no key, writes no memory at all
+    (stock parity), its own write or not."""
+    def stock(patch: kopf.Patch, **_: Any) -> None:
+        patch.status["deletion"] = {"requested": True}
+
+    op = operator(server, waiting([], lambda run, patch: kopf_outcomes.Success()) if recalls else stock)
+    await op.event()
+    assert server.finalized
+    assert not any(DEFAULT_KEYS.memory in json.dumps(payload) for payload in server.sent)
 
 
 # --- 3. an upgrade keeps the key of an unchanged object ----------------------------------------
