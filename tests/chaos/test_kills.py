@@ -164,3 +164,60 @@ async def test_sigkills_between_the_memory_write_and_the_handlers_own_write(
     assert report.stuck == []
     assert report.operator_exits == []
     assert report.extra["objects_not_started_exactly_once_by_key_main"] == []
+
+
+async def test_sigkills_between_a_successs_own_write_and_the_finalizers_removal(
+        cluster, objects, namespace, report, tmp_path):
+    """A deletion that starts its external process and succeeds at once, writing its status
+    (``CHAOS_SUCCEED``, ``CHAOS_STATUS_WRITE``). Kopf PATCHes the object (the memory), then its status
+    (the own write), then removes its finalizer (a JSON patch). A kill aimed between the status PATCH
+    and the finalizer's, once per object: Kopf runs the handler again on the state with its own write,
+    and its record, kept for that state, says it acted: no second start, and one key."""
+    report.scenario, report.seed = "kills-between-own-write-and-release" + ("-quick" if QUICK else ""), seed()
+    names = [f"s{i}" for i in range(4 if QUICK else 10)]
+    report.objects = len(names)
+    proxy = FaultProxy(cluster.server, cluster.ca_path, random.Random(report.seed), patch_rate=0, watch_break_rate=0)
+    system = ExternalSystem()
+    killed: set[str] = set()
+    async with system as url, proxy:
+        kubeconfig = proxy.kubeconfig(tmp_path / "proxy.kubeconfig", cluster.admin_token)
+        ops = Operators(lambda: OperatorProcess(ROOT / OPERATOR, namespace, kubeconfig=str(kubeconfig), cwd=ROOT,
+                                                env={"EXTERNAL_SYSTEM_URL": url, "CHAOS_STATUS_WRITE": "1",
+                                                     "CHAOS_SUCCEED": "1"}))
+
+        def after_the_status(path: str, body: bytes) -> None:  # the status PATCH applied; the finalizer's next
+            *_, name, subresource = path.rstrip("/").rsplit("/", 2)
+            if subresource == "status" and name in names and name not in killed and ops.up:
+                killed.add(name)
+                ops.kill()
+
+        try:
+            await ops.start()
+            await create(objects, namespace, names)
+            assert await wait_finalized(objects, namespace, names), "finalizers were not added"
+            proxy.on_applied = after_the_status
+            for name in names:  # one at a time, each with the operator up (as the scenario above)
+                await delete(objects, namespace, [name])
+                deadline = time.monotonic() + 30
+                while name not in killed and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                if not ops.up:
+                    await ops.start()
+            proxy.on_applied = None
+            if not ops.up:
+                await ops.start()
+            await report.settle(objects, namespace, names)
+            ops.check()
+        finally:
+            ops.stop()
+    report.operator_exits = ops.unexpected_exits
+    report.extra.update(kills_between=len(killed), kills=ops.kills, operator_starts=len(ops.all))
+    starts_figures(report, system, names)
+    report.evidence(ops, namespace)
+    report.write()
+
+    assert killed == set(names), "the chaos did not happen"
+    assert report.stuck == []
+    assert report.operator_exits == []
+    assert report.extra["objects_not_started_exactly_once_by_key_main"] == []
+    assert report.extra["starts_max_raw_per_object_main"] == 1

@@ -15,6 +15,8 @@ kopf_outcomes.install()
 DEPENDS_ON = [f"status.chaos.{OPERATOR}"] if os.environ.get("CHAOS_DEPENDS_ON") == "own" else None
 # $CHAOS_STATUS_WRITE=1: the handler writes a changing value into the status on every run.
 STATUS_WRITE = os.environ.get("CHAOS_STATUS_WRITE") == "1"
+# $CHAOS_SUCCEED=1: a deletion that fires and forgets: it starts the external process and succeeds at once.
+SUCCEED = os.environ.get("CHAOS_SUCCEED") == "1"
 
 
 @kopf_outcomes.handler_options(depends_on=DEPENDS_ON)
@@ -29,4 +31,6 @@ async def delete_fn(namespace: str | None, name: str, status: kopf.Status, patch
         logger.info("Asked the external system to start.")
     if STATUS_WRITE:
         patch.status["deletion"] = {"requested": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+    if SUCCEED:
+        return kopf_outcomes.Success()
     return kopf_outcomes.Pending("waiting for the external system to call back")
