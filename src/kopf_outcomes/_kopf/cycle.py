@@ -380,13 +380,14 @@ def forget(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, Any
     the patch writes no memory at all, as it would not have without the record (on a stale view, a
     write of it would remove records that the view does not show: a retention among them)."""
     memory.write(body, patch, handler_id, None, cause.logger, cycle.keys, known=cycle.records)
-    annotations = (patch.get("metadata") or EMPTY).get("annotations") or EMPTY
+    metadata: dict[str, Any] = patch.get("metadata") or {}
+    annotations: dict[str, Any] = metadata.get("annotations") or {}
     shown = ((body.get("metadata") or EMPTY).get("annotations") or EMPTY).get(cycle.keys.memory)
     if cycle.keys.memory in annotations and annotations[cycle.keys.memory] == shown:
         del annotations[cycle.keys.memory]
         if not annotations:
-            del patch["metadata"]["annotations"]
-            if not patch["metadata"]:
+            del metadata["annotations"]
+            if not metadata:
                 del patch["metadata"]
 
 
