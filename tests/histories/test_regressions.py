@@ -231,3 +231,16 @@ def test_a_resume_handlers_own_write_does_not_rekey_its_run_after_a_restart() ->
         history.restart()
         history.deliver(count=1, latest=False, crash=None)
 
+
+@open_finding("new-subhandler-rekey", "another handler's own writes re-key a retried sub-handler whose parent waits")
+def test_another_handlers_own_writes_do_not_rekey_a_retried_sub_handler() -> None:
+    """Found by the medium full run on ``ownkill`` (2,755 histories), on main alike: a sub-handler is
+    given its key and its run is held (``Fatal`` with a bad ``on_delete``: a Retry), so its record keeps
+    that key, ``acted: false``. While it waits for its retry, Kopf does not run its parent, and another
+    deletion handler retries and writes its own status in each cycle: the sub-handler's record is
+    refreshed only in a cycle that runs its parent, so those writes read as a change, and its next run
+    gets another key for the state nobody changed."""
+    sub = HandlerSpec("hdl1-delete/s0", "delete", {})
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}), HandlerSpec("hdl1-delete", "delete", {}, None, (sub,)))
+    with machine.replayed(handlers, ["retry", "fatal_bad"]) as history:
+        history.handler_writes_its_own_status(index=0)
