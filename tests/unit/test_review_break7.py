@@ -333,3 +333,24 @@ async def test_an_observer_failing_on_a_conclusion_leaves_the_retrys_record_alon
     await op.event()
     assert len(runs) == 2
     assert server.finalized == (concludes == "success")
+
+async def test_a_sub_handlers_release_retried_then_withdrawn_stays_retained_with_no_loop(server: Server) -> None:
+    """Guard (held): the parent runs at the child's deadline once; the child stays retained, neither
+    record keeps a deadline, and nothing is written after."""
+    runs: list[str] = []
+    op = parent_operator(server, runs)
+    for _ in range(2):
+        await op.event()
+    await retained_and_release_failed(server, op, "parent/a")
+    await op.event()
+    del server.annotations[DEFAULT_KEYS.release]
+    for _ in range(3):
+        server.age(61)
+        await op.event()
+    sent = len(server.sent)
+    for _ in range(3):
+        server.age(61)
+        await op.event()
+    assert len(server.sent) == sent, server.sent[sent:]
+    assert runs.count("a") == 1 and not server.finalized
+    assert "deadline" not in server.records()["parent/a"] and "deadline" not in server.records()["parent"]
