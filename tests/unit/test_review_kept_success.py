@@ -17,6 +17,8 @@ import pytest
 import kopf_outcomes
 from kopf_outcomes import Outcome, Pending
 from kopf_outcomes._kopf import held
+from kopf_outcomes.diagnosis.kube import Kind
+from kopf_outcomes.diagnosis.report import report
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit import one_object
 from tests.unit.one_object import FINALIZER, Operator, Server, server
@@ -150,9 +152,10 @@ async def test_a_kill_between_the_memory_and_the_status_write_of_a_first_run_kee
 async def test_a_kept_success_record_does_not_hold_the_finalizer_of_an_object_that_left_the_filters(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """The deletion handler (``labels=``) writes its status and succeeds; the operator dies before
-    the finalizer's removal, so the object keeps the kept Success record. The object is relabelled
-    out of the handler's filter: Kopf releases ("no handlers requiring it"), and the Success record
-    (not waiting) must not keep the finalizer (no object stranded)."""
+    the finalizer's removal, so the object keeps the kept Success record (``why``/``stuck`` show it
+    succeeded, not waiting). The object is relabelled out of the handler's filter: Kopf releases
+    ("no handlers requiring it"), and the Success record (not waiting) must not keep the finalizer
+    (no object stranded)."""
     seen: Seen = []
 
     def then(run: int, patch: kopf.Patch) -> Outcome:
@@ -167,6 +170,8 @@ async def test_a_kept_success_record_does_not_hold_the_finalizer_of_an_object_th
     if KOPF_138:  # Kopf 1.37: the memory went unsent with the finalizer's removal
         assert server.records()["h"]["outcome"] == "success"
     assert held.waiting(server.body, FINALIZER) == []
+    shown = report(Kind("kopf.dev", "v1", "kopfexamples", "KopfExample", namespaced=True), server.body)
+    assert [handler["state"] for handler in shown["handlers"] if handler["id"] == "h"] in ([], ["succeeded"])
     server.body["metadata"]["labels"] = {"example.com/shard": "b"}
     op.restart()
     await op.event()
@@ -259,4 +264,40 @@ async def test_a_kill_after_a_success_that_wrote_nothing_keeps_the_key_its_pendi
     await op.event()
     assert seen[1][1] == seen[0][1]  # the recheck: the same state, the same key
     assert seen[2][1] == seen[1][1], "the re-run on the state it acted on got another key"
+    assert server.finalized
+
+
+# --- a kept record and a later, real change of the state ----------------------------------------
+
+async def test_a_kept_success_record_does_not_vouch_for_a_state_changed_since(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held up: h0 writes its status and succeeds (its record kept); h1 waits. A person changes the
+    spec; h1's later cycles write (its refresh must not carry h0's record over a person's change). h1
+    succeeds and the operator dies before the finalizer's removal: h0 runs again on the changed state,
+    which it never acted on: acted_on_this_state False, a new key (its side effect starts for it)."""
+    first: Seen = []
+    second: Seen = []
+
+    def h0(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["first"] = {"done": True}
+        return kopf_outcomes.Success()
+
+    def h1(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["second"] = {"run": run}
+        return Pending("waiting for the callback", recheck=60) if run < 3 else kopf_outcomes.Success()
+
+    op = operator(server, recalling(first, h0), recalling(second, h1))
+    await op.event()
+    assert server.records()["h0"]["outcome"] == "success"
+    server.body["spec"] = {"size": 2}  # a person's change: a state h0 never saw
+    await op.event()  # h1 wakes on it, writes again
+    server.age(61)
+    killed = killed_before(server, monkeypatch, the_finalizers_removal)
+    with pytest.raises(Killed):
+        await op.event()  # h1's recheck: it succeeds; the kill
+    assert killed
+    op.restart()
+    await op.event()
+    if KOPF_138:  # Kopf 1.37: nothing of the killed cycle landed, h0 is not run again
+        assert len(first) == 2 and first[1][0] is False and first[1][1] != first[0][1]
     assert server.finalized
