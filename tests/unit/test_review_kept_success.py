@@ -219,17 +219,19 @@ async def test_a_kept_success_record_is_not_reported_as_waiting(
 
 # --- scope: a write outside the handler's state ------------------------------------------------
 
+@pytest.mark.parametrize("scope", [{"ignore": ["status.deletion"]}, {"depends_on": ["spec"]}])
 async def test_a_success_whose_write_is_ignored_keeps_no_record_and_its_key(
-        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Held up: with ``ignore=`` naming the written field, the cycle leaves the state unchanged, so
-    the record ends; the re-run after a kill gets the same key (made from the same digest)."""
+        server: Server, monkeypatch: pytest.MonkeyPatch, scope: dict[str, list[str]]) -> None:
+    """Held up: with ``ignore=`` naming the written field (or ``depends_on`` leaving it out), the
+    cycle leaves the state unchanged, so the record ends; the re-run after a kill gets the same key
+    (made from the same digest)."""
     seen: Seen = []
 
     def then(run: int, patch: kopf.Patch) -> Outcome:
         patch.status["deletion"] = {"done": run}
         return kopf_outcomes.Success()
 
-    fn = kopf_outcomes.handler_options(ignore=["status.deletion"])(recalling(seen, then))
+    fn = kopf_outcomes.handler_options(**scope)(recalling(seen, then))
     op = operator(server, fn)
     killed = killed_before(server, monkeypatch, the_finalizers_removal)
     with pytest.raises(Killed):
@@ -311,3 +313,39 @@ async def test_a_kept_success_record_does_not_vouch_for_a_state_changed_since(
     if KOPF_138:  # Kopf 1.37: nothing of the killed cycle landed, h0 is not run again
         assert len(first) == 2 and first[1][0] is False and first[1][1] != first[0][1]
     assert server.finalized
+
+
+# --- a creation's kept record on a living object -------------------------------------------------
+
+async def test_a_creations_kept_record_changes_nothing_of_a_later_stock_update(server: Server) -> None:
+    """A create handler recalls, writes its status and succeeds: its record is kept on the living
+    object (it never runs again on it). A later update's stock handler runs as in stock Kopf: once
+    per change, and its cycle writes no memory (stock parity); the creation's record stays as it was."""
+    server.body["metadata"].pop("deletionTimestamp")
+    server.body["metadata"].pop("finalizers")  # no deletion handler: Kopf needs none
+    seen: Seen = []
+    updates: list[Any] = []
+
+    def created(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["phase"] = "Ready"
+        return kopf_outcomes.Success()
+
+    def updated(patch: kopf.Patch, **_: Any) -> None:
+        updates.append(server.body["spec"])
+        patch.status["phase"] = "Updated"
+
+    registry = kopf.OperatorRegistry()
+    kopf.on.create(*RESOURCE, registry=registry, id="c")(recalling(seen, created))
+    kopf.on.update(*RESOURCE, registry=registry, id="u")(updated)
+    op = Operator(server, registry)
+    await op.event()
+    kept = server.records()
+    assert kept["c"]["outcome"] == "success"
+    sent = len(server.sent)
+    server.body["spec"] = {"size": 2}
+    await op.event()
+    await op.event()
+    assert updates == [{"size": 2}]
+    assert not any(DEFAULT_KEYS.memory in str(payload) for payload in server.sent[sent:])
+    assert server.records() == kept
+    assert len(seen) == 1
