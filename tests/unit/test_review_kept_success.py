@@ -349,3 +349,34 @@ async def test_a_creations_kept_record_changes_nothing_of_a_later_stock_update(s
     assert not any(DEFAULT_KEYS.memory in str(payload) for payload in server.sent[sent:])
     assert server.records() == kept
     assert len(seen) == 1
+
+
+# --- a sub-handler's Success ------------------------------------------------------------------
+
+async def test_a_kill_after_a_successful_sub_handlers_own_write_keeps_its_key(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for a handler (new-own-write-kill), for a sub-handler: it recalls, writes its status and
+    succeeds, the parent with it; the operator dies before the finalizer's removal. The re-run of the
+    parent runs the sub-handler again on the state it acted on: the same key, and it knows it acted."""
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": True}
+        return kopf_outcomes.Success()
+
+    def parent(**_: Any) -> None:
+        kopf.subhandler(id="s")(recalling(seen, then))
+
+    op = operator(server, parent)
+    killed = killed_before(server, monkeypatch, the_finalizers_removal)
+    with pytest.raises(Killed):
+        await op.event()
+    assert killed
+    landed = "deletion" in server.body.get("status", {})
+    op.restart()
+    await op.event()
+    await op.event()
+    assert len(seen) == 2  # Kopf purged the parent's progress as the memory landed (1.37: nothing did)
+    assert len({key for _, key in seen}) == 1
+    assert seen[1][0] is landed
+    assert server.finalized
