@@ -83,12 +83,6 @@ def parent_operator(server: Server, runs: list[str]) -> Operator:
     return Operator(server, registry)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "stranded: _kopf/children.py waiting() takes the deadline of a child not run in the parent's run only "
-    "where the child is not retained (`if not retained:`); a retained child's release retried after an "
-    "observer failed on it (translation.release) has its deadline in its record alone, so a parent run "
-    "meanwhile (another child woken by a change) rewrites the parent's record without the deadline and "
-    "tells Kopf no wait: nothing attempts the release again, not even after a restart, until a change"))
 async def test_a_sub_handlers_release_retried_stays_scheduled_when_the_parent_runs_meanwhile(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     runs: list[str] = []

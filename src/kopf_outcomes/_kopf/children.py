@@ -7,7 +7,8 @@ with the children's shortest delay: ten years for a parked child). When every un
 waits for us (parked, rechecking or retained), the parent is parked or rechecks too, with its
 own memory: a change of its state wakes it, and its run wakes the children whose state changed.
 A person's release of a retained child wakes the parent as well (``cycle.wakes``), and a child's
-escalation deadline is the parent's too (it runs the child then). When some
+deadline is the parent's too (it runs the child then): a pending child's escalation, a retained
+child's release retried after an observer failed on it. When some
 child is Kopf's own (a ``TemporaryError``), Kopf's retry of the children stands, but with the
 delay of Kopf's children and ours (a quiet recheck's stored delay is stale: it would be 0).
 Where the only children Kopf retries are held by us (a fault, :class:`.marks.Held`), the parent's
@@ -74,7 +75,9 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
             retained, reason = record["outcome"] == "retained", record["reason"]
             if record.get("recheck"):
                 rechecks.append(float(record["recheck"]))
-            if not retained:
+            # A pending child's escalation; a retained child's release retried (an observer failed on
+            # it), while its retry is to come (one come wakes the parent as a release: cycle.wakes).
+            if not retained or deadlines.retrying(record):
                 due.extend(filter(None, [deadlines.moment(record.get("deadline"))]))
         verb = "retains the finalizer" if retained else "is pending"
         reasons.append(f"{handler_id} {verb}: {memory.stored_reason(reason)}")
