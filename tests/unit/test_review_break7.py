@@ -351,14 +351,6 @@ async def test_a_sub_handlers_release_retried_then_withdrawn_stays_retained_with
 
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "released past the fault: a parent under retries=/timeout= ends for good while its retained child's "
-    "release is retried (the parent runs at the child's deadline, Kopf's limit is checked before it runs "
-    "the child), is retained for the child (handler_run.unstocked -> retain_stock), and Runs.released then "
-    "releases the parent through cycle.release_stands -> child_released, which only checks the child's "
-    "annotation and deadline: the child's release is never attempted again (translation.release never "
-    "runs for it, its observer never told), its record stays 'retained', and the finalizer goes while "
-    "the observer still fails"))
 @pytest.mark.parametrize("limit", [{"retries": 2}, {"timeout": 30}], ids=["retries", "timeout"])
 async def test_a_parent_with_limits_keeps_the_finalizer_while_its_childs_release_is_retried(
         server: Server, limit: dict[str, Any]) -> None:
@@ -382,3 +374,62 @@ async def test_a_parent_with_limits_keeps_the_finalizer_while_its_childs_release
     told = [outcome for handler_id, outcome in Fails.told if handler_id == "parent/a"]
     assert not server.finalized, ("released while the observer fails on the child's release", told,
                                   server.records())
+
+
+@pytest.mark.parametrize("limit", [{"retries": 2}, {"timeout": 30}], ids=["retries", "timeout"])
+async def test_a_childs_release_retried_spends_none_of_its_parents_limits_and_releases_once_told(
+        server: Server, limit: dict[str, Any]) -> None:
+    """The parent's runs for its child's release retried are holds: its retries=/timeout= never end
+    it (it is never retained for itself); once the observer is back, the child's release is told
+    and the finalizer goes."""
+    runs: list[str] = []
+
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": retaining(runs, "a")})
+
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete(*RESOURCE, registry=registry, id="parent", **limit)(parent)
+    op = Operator(server, registry)
+    for _ in range(2):
+        await op.event()
+    release(server, stamped(server.annotations, "parent/a"))
+    Fails.armed["parent/a"] = 4
+    for _ in range(5):
+        await op.event()
+        assert server.finalized or server.records()["parent"]["outcome"] == "pending", server.records()
+        server.age(61)
+    await op.event()
+    assert server.finalized and runs.count("a") == 1
+    assert Fails.told[-1] == ("parent/a", "Fatal") or ("parent/a", "Fatal") in Fails.told[-2:], Fails.told
+
+
+async def test_a_parent_ended_by_its_timeout_before_its_childs_release_concludes_the_childs_release_first(
+        server: Server) -> None:
+    """A person releases the child after the parent's timeout=: the parent ends for good and is retained
+    for the child; its release through the child concludes the child's, retried while the observer fails."""
+    runs: list[str] = []
+
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": retaining(runs, "a")})
+
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete(*RESOURCE, registry=registry, id="parent", timeout=30)(parent)
+    op = Operator(server, registry)
+    for _ in range(2):
+        await op.event()
+    server.age(61)
+    release(server, stamped(server.annotations, "parent/a"))
+    Fails.armed["parent/a"] = 3
+    for _ in range(3):
+        await op.event()
+        await op.event()
+        assert server.finalized or server.records()["parent/a"]["outcome"] == "retained", server.records()
+        server.age(61)
+    assert not server.finalized and Fails.armed["parent/a"] == 0, server.records()
+    for _ in range(3):
+        await op.event()
+        server.age(61)
+    assert server.finalized and runs.count("a") == 1 and Fails.armed["parent/a"] == 0
+    assert ("parent/a", "Fatal") in Fails.told, Fails.told

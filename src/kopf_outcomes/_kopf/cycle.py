@@ -275,10 +275,21 @@ def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
 
 def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
     """Whether a person released a retained sub-handler of this parent (of any depth)."""
+    return bool(released_children(cycle, parent_id, body))
+
+
+def released_children(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> dict[str, MemoryRecord]:
+    """The retained sub-handlers of this parent (of any depth) that a person released, their retry come."""
     prefix = f"{parent_id}/"
-    return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
-               and memory.release_answers(body, handler_id, record, cycle.keys) and not deadlines.retrying(record)
-               for handler_id, record in cycle.records.items())
+    return {handler_id: record for handler_id, record in cycle.records.items()
+            if handler_id.startswith(prefix) and record["outcome"] == "retained"
+            and memory.release_answers(body, handler_id, record, cycle.keys) and not deadlines.retrying(record)}
+
+
+def child_release_retried(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
+    """Whether the parent runs for a retained sub-handler's release retried (an observer failed on it),
+    now due: a hold, not the parent's (like :class:`.marks.Held`), it spends none of its retries=/timeout=."""
+    return any("deadline" in record for record in released_children(cycle, parent_id, body).values())
 
 
 def release_stands(cycle: Cycle, handler_id: str, body: Mapping[str, Any], record: MemoryRecord) -> bool:

@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from kopf_outcomes import engine
+from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf import kopf_runs, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.cycle import (
     EMPTY,
@@ -31,6 +31,7 @@ from kopf_outcomes._kopf.cycle import (
     of,
     record_of,
     release_stands,
+    released_children,
 )
 from kopf_outcomes._kopf.internals import (
     CHANGE,
@@ -199,6 +200,14 @@ class Runs:
         turn = self.turn(cycle, handler, cause, state, settings, record)
         if not release_stands(cycle, str(handler.id), body, record):  # withdrawn while its retry waited
             return translation.still_retained(turn, record)
+        if not memory.release_answers(body, str(handler.id), record, cycle.keys):  # released through children
+            for child_id, child_record in released_children(cycle, str(handler.id), body).items():
+                child = dataclasses.replace(handler, id=HandlerId(child_id))  # its parent's run is not running it
+                concluded = translation.release(self.turn(cycle, child, cause, state, settings, child_record),
+                                                child_record)
+                deadline = getattr(concluded.exception, "deadline", None)
+                if deadline is not None:  # an observer failed on the child's release: both wait for its retry
+                    return translation.release_retried(turn, record, deadline)
         return translation.release(turn, record)
 
     def decided(self, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState,

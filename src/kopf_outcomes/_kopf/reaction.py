@@ -16,6 +16,7 @@ from kopf_outcomes._kopf.cycle import (
     EMPTY,
     RETAINED_ONLY,
     Cycle,
+    child_release_retried,
     current,
     discard_unreadable,
     end,
@@ -126,7 +127,9 @@ class Reactions:
                             marked = True
                             outcomes[handler.id] = released
                             continue
-                    elif is_held(handler_state):  # a hold is not the handler's: it spent none of its retries=
+                    # A hold (a fault; a child's release retried) is not the handler's: it spent none of its retries=
+                    elif is_held(handler_state) or (is_parked(handler_state) and child_release_retried(
+                            cycle, str(handler.id), raw_body_of(cause) or EMPTY)):
                         handler_state = unheld(state, handler)
                 errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
                 try:

@@ -256,11 +256,19 @@ def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
                                           f"not the handler: {fallback.reason}",
                           extra=fields(turn.handler, "retry", fallback.reason, delay=fallback.delay))
     deadline = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=fallback.delay)).isoformat()
+    return release_retried(turn, record, deadline)
+
+
+def release_retried(turn: Turn, record: memory.MemoryRecord, deadline: str) -> KopfOutcome:
+    """The handler stays retained as it was, its release attempted again at ``deadline``: in its
+    record (a restart reads it there), and on Kopf's retained mark (the requeue's wait)."""
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
     if body is not None and patch is not None and turn.cycle.persists:
+        handler_id = str(turn.handler.id)
         unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id)
         memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "deadline": deadline}),
                      turn.cause.logger, turn.cycle.keys, known=turn.cycle.records)
-    retained = Retained(reason, record.get("stamp"))
+    retained = Retained(record["reason"], record.get("stamp"))
     retained.deadline = deadline
     return KopfOutcome(final=False, exception=retained, delay=PARKED_DELAY)
 
