@@ -101,12 +101,15 @@ def _settle(plugins: PluginManager, run: HandlerRun, patch: MutableMapping[str, 
     if _monotonic() - started > SLOW_HOOK:
         _report_slow(plugins, run, "kopf_outcomes_observe_outcome", _monotonic() - started)
     if before is None:  # nothing was in the patch, no patch functions either: undo back to nothing
-        before = _Snapshot(_guarded_parts({}, protected), _ABSENT, functions, [])
+        before = _Snapshot(_guarded_parts({}, protected), _ABSENT, functions, [], {})
     if before.undo_forbidden(patch, protected) and failure is None:
         names = " or ".join(plugins.implementers("kopf_outcomes_observe_outcome"))
         failure = HookResultError(names, "an observer changed metadata.finalizers or the operator's memory in "
                                          "the patch, or Kopf's patch functions; the change is undone")
-    return contained(plugins, run, failure) if failure is not None else None
+    if failure is None:
+        return None
+    before.undo_all(patch)
+    return contained(plugins, run, failure)
 
 
 _monotonic = time.monotonic  # a module's attribute costs a lookup more, on every observed run
@@ -115,17 +118,31 @@ _NO_FUNCTIONS: list[object] = []  # a patch without Kopf's patch functions: obse
 
 class _Snapshot(NamedTuple):
     """What the patch held before the observers, of what they may not change: the guarded parts,
-    its ``metadata`` (a copy, to put back whole), and Kopf's list of patch functions with its items."""
+    its ``metadata`` (a copy, to put back whole), and Kopf's list of patch functions with its items;
+    and its other parts (copies), put back where an observer failed."""
 
     guarded: dict[str, object]
     metadata: object
     functions: list[object]
     items: list[object]
+    parts: dict[str, object]
 
     @classmethod
     def of(cls, patch: Mapping[str, Any], protected: Collection[str], functions: list[object]) -> _Snapshot:
         return cls(_guarded_parts(patch, protected), _kept(patch.get("metadata", _ABSENT)), functions,
-                   list(functions))
+                   list(functions), {key: _kept(value) for key, value in patch.items() if key != "metadata"})
+
+    def undo_all(self, patch: MutableMapping[str, Any]) -> None:
+        """An observer failed: the run is retried, so what the observers told of did not happen, and
+        what any of them wrote goes (a condition saying it did would misreport the object)."""
+        for key in [key for key in patch if key != "metadata" and key not in self.parts]:
+            del patch[key]
+        for key, value in self.parts.items():
+            patch[key] = _kept(value)
+        if self.metadata is _ABSENT:
+            patch.pop("metadata", None)
+        else:
+            patch["metadata"] = _kept(self.metadata)
 
     def undo_forbidden(self, patch: MutableMapping[str, Any], protected: Collection[str]) -> bool:
         """Undo what the observers may not change; True if they did. (What they may write is part

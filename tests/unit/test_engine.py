@@ -647,7 +647,7 @@ def test_an_observer_that_changes_finalizers_or_memory_is_undone_and_named() -> 
     assert "plugin 'thief' failed" in fallback.reason and "finalizers" in fallback.reason
     assert "finalizers" not in patch["metadata"]
     assert patch["metadata"]["annotations"] == {"outcomes.kopf.zalando.org/memory": "{}"}
-    assert patch["status"] == {"seen": True}  # its own additions stay
+    assert "status" not in patch  # what it wrote goes too: the run is retried, what it told of did not happen
 
 
 class Exiter:
@@ -699,6 +699,25 @@ def test_an_observer_that_takes_a_finalizer_and_then_fails_is_undone_too(before:
     fallback = engine.observe(plugins, make_run(), Success(), patch)
     assert isinstance(fallback, PluginFailure) and "RuntimeError: and then it broke" in fallback.reason
     assert "finalizers" not in patch.get("metadata", {})
+
+
+class Failing:
+    @hookimpl
+    def kopf_outcomes_observe_outcome(self, run: HandlerRun, outcome: Outcome, patch: MutableMapping[str, Any]) -> None:
+        raise RuntimeError("the metrics backend is down")
+
+
+@pytest.mark.parametrize("before", [{}, {"status": {"h": "result", "writerSaw": "earlier"}}],
+                         ids=["empty-patch", "filled-patch"])
+def test_where_an_observer_fails_what_every_observer_wrote_is_undone(before: dict[str, Any]) -> None:
+    """The run is retried: what the observers told of did not happen, and no status may say it did."""
+    plugins = Plugins()
+    plugins.register(Failing(), name="failing")
+    plugins.register(StatusWriter(), name="writer")  # told first (pluggy calls the last registered first)
+    patch: dict[str, Any] = {key: dict(value) for key, value in before.items()}
+    fallback = engine.observe(plugins, make_run(), Success(), patch)
+    assert isinstance(fallback, PluginFailure) and "the metrics backend is down" in fallback.reason
+    assert patch == before
 
 
 class FunctionPatch(dict[str, Any]):

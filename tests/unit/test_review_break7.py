@@ -287,11 +287,6 @@ async def test_a_retained_handler_under_a_time_based_escalation_is_released_at_i
 
 # --- the observers told after the memory write ----------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "misreported: translation.release, where an observer fails on the release, keeps the handler "
-    "retained but keeps what the observers told before it wrote into the patch (engine.observe undoes "
-    "metadata only): the conditions plugin's status.conditions says 'Failed' (released), no longer "
-    "'FinalizerRetained' with the command that releases it, while the finalizer stays"))
 async def test_a_release_an_observer_failed_on_leaves_the_condition_saying_the_finalizer_is_retained(
         server: Server) -> None:
     import kopf_outcomes_conditions
