@@ -16,7 +16,7 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Success
-from kopf_outcomes._kopf import unrecorded
+from kopf_outcomes._kopf import cycle, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.one_object import Operator, Server, server
 from tests.unit.releases import stamped
@@ -32,6 +32,7 @@ def installed(unpatched: None) -> Iterator[None]:
     kopf_outcomes.install(entry_points=False, events=False, plugins=[Fails()])
     Fails.armed, Fails.told = {}, []
     unrecorded._final.clear()  # this process's conclusions: each test is a new process
+    cycle._SAID.clear()  # and the retries it said to wait
     yield
     unrecorded._final.clear()
 
@@ -239,11 +240,6 @@ async def test_a_retained_records_past_or_garbage_deadline_neither_releases_nor_
         assert len(server.sent) == sent, server.sent[sent:]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "silent: cycle.wakes answers a release that carries the retention's stamp with `not "
-    "deadlines.retrying(found)` and says nothing; a retained record's deadline far ahead (forged, or "
-    "written by a replica whose clock is ahead) ignores the person's release without a word until then "
-    "(no check that it is within the retry's delay, no ERROR naming the wait)"))
 async def test_a_release_held_by_a_retained_records_deadline_far_ahead_says_why(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     runs: list[str] = []
@@ -428,3 +424,26 @@ async def test_a_parent_ended_by_its_timeout_before_its_childs_release_concludes
         server.age(61)
     assert server.finalized and runs.count("a") == 1 and Fails.armed["parent/a"] == 0
     assert ("parent/a", "Fatal") in Fails.told, Fails.told
+
+
+async def test_a_release_held_by_its_retry_says_so_once_and_a_deadline_past_any_retry_is_ignored_at_error(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    """A deadline within a retry's reach holds the release, said once with the deadline; one beyond
+    it is garbage: the release is attempted now (what the person asked for), said at ERROR."""
+    import datetime
+    runs: list[str] = []
+    op = deletion_operator(server, retaining(runs, "a"))
+    await op.event()
+    soon = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)).isoformat()
+    set_deadline(server, "h0", soon)
+    release(server, stamped(server.annotations, "h0"))
+    caplog.clear()
+    for _ in range(3):
+        await op.event()
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and soon in r.getMessage()]
+    assert not server.finalized and len(said) == 1 and "'h0'" in said[0], said
+    set_deadline(server, "h0", "9999-12-31T23:59:59+00:00")
+    caplog.clear()
+    await op.event()
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and "9999" in r.getMessage()]
+    assert server.finalized and runs == ["a"] and len(errors) == 1 and "'h0'" in errors[0], errors

@@ -234,7 +234,7 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         if body is None:
             return False
         if memory.release_answers(body, str(handler.id), found, cycle.keys):
-            return not deadlines.retrying(found)  # a release retried (an observer failed on it) waits its delay
+            return not release_waits(cycle, handler, cause, body, found)
         unanswered_release(cycle, handler, cause, body, found)
         return child_released(cycle, str(handler.id), body)
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
@@ -250,6 +250,31 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
         return False
     return (found["digest"] != digest(plugins, cycle, handler, cause)
             or dependents.moved(cycle.objects, handler, cause, found))
+
+
+def release_waits(cycle: Cycle, handler: Handler, cause: Cause, body: Mapping[str, Any], record: MemoryRecord) -> bool:
+    """Whether a person's release of this retained handler waits for its retry (an observer failed on
+    it), said once per retry: a deadline from another replica or a forged one would hold it silently.
+    One further ahead than a retry sets it is garbage (:func:`.deadlines.far_ahead`): the release is
+    attempted now, said at ERROR."""
+    deadline = record.get("deadline")
+    far, waits = deadlines.far_ahead(record), deadlines.retrying(record)
+    said = (str((body.get("metadata") or EMPTY).get("uid") or ""), str(handler.id), str(deadline))
+    if (far or waits) and said not in _SAID:
+        if len(_SAID) >= 1024:
+            _SAID.clear()
+        _SAID.add(said)
+        if far:
+            cause.logger.error(f"The retry of the release of {handler} is due at {deadline}, further ahead than any "
+                               f"retry is set (forged, or written by a clock far ahead): ignored, the release is "
+                               f"attempted now.")
+        else:
+            cause.logger.warning(f"The release of {handler} by the annotation {cycle.keys.release!r} waits for its "
+                                 f"retry at {deadline} (an observer failed on it); the finalizer is kept until then.")
+    return waits
+
+
+_SAID: set[tuple[str, str, str]] = set()  # the retries said to wait (uid, handler, deadline): once each
 
 
 def unanswered_release(cycle: Cycle, handler: Handler, cause: Cause, body: Mapping[str, Any],

@@ -17,6 +17,7 @@ import datetime
 from kopf_outcomes._kopf.internals import HandlerState
 from kopf_outcomes.memory import MemoryRecord
 from kopf_outcomes.outcomes import Outcome, Pending, deadline_of
+from kopf_outcomes.values import MAX_DELAY
 
 # Seconds slept past a deadline: the run then finds the escalation reached (Kopf measures its
 # runtime by the loop's clock, the deadline is by the wall clock), never just short of it.
@@ -64,9 +65,19 @@ _DUE = frozenset({"pending", "retained"})
 
 
 def retrying(record: MemoryRecord) -> bool:
-    """Whether a retained handler's release waits for its retry (its deadline is still to come)."""
+    """Whether a retained handler's release waits for its retry (its deadline is still to come, and
+    no further ahead than a retry sets it: see :func:`far_ahead`)."""
     wait = until(record.get("deadline"), datetime.datetime.now(datetime.timezone.utc))
-    return wait is not None and wait > 0
+    return wait is not None and 0 < wait <= MAX_DELAY
+
+
+def far_ahead(record: MemoryRecord) -> bool:
+    """Whether a retained handler's deadline is further ahead than any retry of its release sets it
+    (a retry waits :data:`~kopf_outcomes.values.MAX_DELAY` at most): forged, or written by a clock
+    far ahead. It is garbage, and never holds a release: attempting the release now is what the
+    person asked for, and the finalizer goes only if it concludes (its observers told)."""
+    wait = until(record.get("deadline"), datetime.datetime.now(datetime.timezone.utc))
+    return wait is not None and wait > MAX_DELAY
 
 
 def until(deadline: str | None, now: datetime.datetime) -> float | None:
