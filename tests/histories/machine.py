@@ -209,8 +209,6 @@ class Histories(RuleBasedStateMachine):
         """The next ``count`` watch events, as Kopf's worker takes them (waiting for its own write's
         version to arrive); or only the latest of those queued (intermediate states unobserved: a
         relist). The operator dies at the ``crash``-th write of the last one (None: it does not)."""
-        if "new-own-write-kill-fatal" in KNOWN_OPEN and self.world.own_writes and self._may_fail_for_good():
-            crash = None  # a kill after a Fatal's own write, before the finalizer's removal, re-keys (known.py)
         for left in reversed(range(count)):
             if not self.api.queue:
                 return
@@ -218,13 +216,6 @@ class Histories(RuleBasedStateMachine):
             if latest:
                 self.api.queue.clear()
             self._cycle(event, crash if left == 0 or len(self.api.queue) == 0 else None)
-
-    def _may_fail_for_good(self) -> bool:
-        """Whether a handler may conclude a Fatal: by its behaviour, a policy, a plugin's fault, or Kopf's
-        ``retries=``."""
-        never = {"success", "pending", "pending_recheck", "raise_pending", "true", "false", "none", "value"}
-        return (bool(self.world.faults) or any(h.retries is not None for h in self.leaves)
-                or any(b not in never for b in self.world.behaviours.values()))
 
     @precondition(lambda self: len(self.api.versions) > 1)
     @rule(back=st.integers(1, 8))

@@ -104,12 +104,12 @@ def remembered(previous: Any, conclusions: frozenset[str], state: Any, remember:
                record_survives_retry: bool, written: bool = False) -> Any:
     """The state the handler's record is about after a persisted run concluding one of ``conclusions``
     (None: no record). Pending is remembered, and with ``remember`` every outcome; a Success ends the
-    record, unless its cycle ``written`` into the handler's state (its own writes, memory.md: a kill
-    before the finalizer's removal runs it again on the state it acted on); any other outcome leaves
-    it as it was, until the state changes (issue 42)."""
+    record, and so does a released Fatal, unless its cycle ``written`` into the handler's state (its
+    own writes, memory.md: a kill before the finalizer's removal runs it again on the state it acted
+    on); any other outcome leaves it as it was, until the state changes (issue 42)."""
     effects = set()
     for conclusion in conclusions:
-        if remember or conclusion == PENDING or (conclusion == SUCCESS and written):
+        if remember or conclusion == PENDING or (conclusion in DONE and written):
             effects.add(("set", state))
         elif conclusion == SUCCESS:
             effects.add(("set", None))

@@ -251,9 +251,9 @@ def test_a_kill_after_a_fatal_runs_own_write_does_not_rekey_its_rerun() -> None:
     """Found by the medium full run on ``ownkill`` once new-own-write-kill was fixed for a Success: the
     deletion handler writes ``status`` through Kopf's patch and fails for good (``Fatal``, released),
     which ends its record as a Success did; the operator dies before the finalizer's removal. Kopf runs
-    it again: no record keeps the key it was given, so it gets another for the same state. (Keeping a
-    Fatal's record as a Success's is kept also keeps one the docs say goes where a later handler of
-    the cycle writes: test_review_wave5's test_a_stamp_survives_the_other_handlers_own_writes.)"""
+    it again: no record keeps the key it was given, so it gets another for the same state. Fixed as
+    for a Success: a released Fatal's record is kept (``fatal``: no retention, holding nothing) where
+    its cycle writes into its state, a person's release in such a cycle too."""
     with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["fatal"]) as history:
         history.handler_writes_its_own_status(index=0)
         history.delete()

@@ -272,6 +272,33 @@ async def test_a_kill_after_a_later_handlers_write_keeps_a_successful_runs_key(
     assert server.finalized
 
 
+RELEASING_FAILURES: dict[str, Callable[[], Outcome]] = {
+    "Fatal": lambda: Fatal("the external system refused", on_delete="release"),
+    "PermanentError": lambda: (_ for _ in ()).throw(kopf.PermanentError("refused")),
+}
+
+
+@pytest.mark.parametrize("failure", list(RELEASING_FAILURES))
+async def test_a_kill_after_a_released_fatals_own_write_keeps_its_key_and_what_it_acted_on(
+        server: Server, monkeypatch: pytest.MonkeyPatch, status_subresource: bool, failure: str) -> None:
+    """As for a Success: the handler writes its status through Kopf's patch and fails for good, which
+    lets the finalizer go; the operator dies before its removal. The run again on the state it acted on
+    has its key and knows it acted: the record of a released Fatal whose cycle wrote into its state is
+    kept for that state, as a ``fatal`` one (no retention: it holds nothing), new-own-write-kill-fatal."""
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": run}
+        return RELEASING_FAILURES[failure]()
+
+    op = operator(server, waiting(seen, then))
+    killed_before_the_finalizers_removal(server, monkeypatch)
+    landed = await rerun_after_the_kill(op, "deletion")
+    assert [acted for acted, _ in seen] == [False, landed]  # Kopf 1.37: nothing landed, nothing was acted on
+    assert len({key for _, key in seen}) == 1
+    assert server.finalized
+
+
 @pytest.mark.parametrize("recalls", [False, True], ids=["stock", "recalling"])
 async def test_a_success_that_writes_nothing_into_its_state_or_was_given_no_key_keeps_no_record(
         server: Server, recalls: bool) -> None:

@@ -149,7 +149,10 @@ async def test_a_released_retention_that_is_retained_again_has_a_new_stamp(serve
 
 async def test_a_stamp_survives_the_other_handlers_own_writes(server: Server) -> None:
     """Another handler writes the state in each cycle (its records re-digest): the retained record
-    keeps the stamp its log gave, and that release still answers it."""
+    keeps the stamp its log gave, and that release still answers it. The retention goes; since the
+    release's cycle writes into h0's state (h1's write), h0's record stays as a released Fatal's (no
+    stamp, holding nothing), so that a kill before the finalizer's removal keeps its key
+    (new-own-write-kill-fatal)."""
     runs: list[str] = []
 
     def writer(patch: kopf.Patch, **_: Any) -> Outcome:
@@ -167,7 +170,9 @@ async def test_a_stamp_survives_the_other_handlers_own_writes(server: Server) ->
     assert server.records()["h0"]["stamp"] == stamp
     release(server, f"h0@{stamp}")
     await op.event()
-    assert server.records().get("h0") is None and not server.finalized  # h1 still waits
+    released = server.records()["h0"]
+    assert released["outcome"] == "fatal" and "stamp" not in released and not server.finalized  # h1 still waits
+    assert DEFAULT_KEYS.release not in server.annotations  # consumed: it answered the retention
 
 
 async def test_a_retained_record_edited_to_drop_its_stamp_is_released_by_its_name_alone(
@@ -649,7 +654,8 @@ class ReadsTheMemory:
 async def test_observers_are_told_a_conclusion_with_its_record_already_in_the_patch(
         server: Server, concluding: str) -> None:
     """The memory write of a conclusion comes first, whatever it concludes: an observer reads the
-    record (a retention's stamp) as the PATCH will store it, or its removal."""
+    record (a retention's stamp) as the PATCH will store it; a release's, as a released Fatal's (no
+    stamp, no retention), which the cycle's end removes where nothing was written into its state."""
     kopf_outcomes.install(entry_points=False, events=False, plugins=[ReadsTheMemory()])
     ReadsTheMemory.seen = []
     runs: list[str] = []
@@ -659,7 +665,9 @@ async def test_observers_are_told_a_conclusion_with_its_record_already_in_the_pa
     if concluding == "released":
         release(server, stamped(server.annotations, "h0"))
         await op.event()
-        assert server.finalized and ReadsTheMemory.seen[-1] is None  # told with its record gone
+        told = ReadsTheMemory.seen[-1]
+        assert told is not None and told["outcome"] == "fatal" and "stamp" not in told  # told: no retention
+        assert server.finalized and "h0" not in server.records()  # nothing written into its state: it goes
     else:
         assert ReadsTheMemory.seen == [server.records()["h0"]]
 

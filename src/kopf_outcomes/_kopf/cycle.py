@@ -377,9 +377,10 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
     of the cycle may have written more), and of those whose state had not changed before this
     cycle: what the operator writes, in any handler's cycle, is never a change for a parked one.
     Each digest is taken in the cycle of its handler (a sub-handler's results are its own). A
-    Success that kept its key (``translation.keeps_key``) keeps its record only where the cycle
-    writes into its state: a kill after that write and before the finalizer's removal runs it again
-    on that state, which its record says it acted on; else a Success ends its record, as ever.
+    conclusion that ends the handler's work (:data:`ENDS`) and kept its key (``translation.keeps_key``)
+    keeps its record only where the cycle writes into its state: a kill after that write and before
+    the finalizer's removal runs it again on that state, which its record says it acted on; else it
+    ends its record, as ever.
     """
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or not patch:
@@ -390,7 +391,7 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
         if record is None or (not concluded and record["digest"] != digest(plugins, own, handler, cause)):
             continue  # gone, or its state changed before this cycle: it wakes as it should
         state_digest = remembered(plugins, own, handler, cause)
-        if concluded and unwritten_success(plugins, own, handler, cause, record, state_digest):
+        if concluded and unwritten_end(plugins, own, handler, cause, record, state_digest):
             forget(cycle, body, patch, handler_id, cause)
         elif record["digest"] != state_digest:
             memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": state_digest}),
@@ -400,11 +401,18 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
 _UNWRITTEN = object()
 
 
-def unwritten_success(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, record: MemoryRecord,
-                      state_digest: str | None = None) -> bool:
-    """Whether the record is a Success's (not remembered) whose cycle wrote nothing into its state
-    (``state_digest``: the state as the cycle's patch leaves it, if known): a Success ends it."""
-    if record["outcome"] != "success" or options_of(plugins, handler, cause).remember:
+# The conclusions that end a handler's work on its state: a Success, and a Fatal that lets its finalizer
+# go (the rules', or a person's release of a retention). Their record is no retention and holds nothing
+# (``held.WAITING``); it is kept, not remembered, only where their cycle writes into the state (``refresh``).
+ENDS = frozenset({"success", "fatal"})
+
+
+def unwritten_end(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, record: MemoryRecord,
+                  state_digest: str | None = None) -> bool:
+    """Whether the record is one that ends the handler's work (:data:`ENDS`, not remembered) whose cycle
+    wrote nothing into its state (``state_digest``: the state as the cycle's patch leaves it, if known):
+    it goes."""
+    if record["outcome"] not in ENDS or options_of(plugins, handler, cause).remember:
         return False
     patched = state_digest if state_digest is not None else digest(plugins, cycle, handler, cause, patched=True)
     return patched == digest(plugins, cycle, handler, cause)

@@ -17,13 +17,14 @@ import kopf
 from kopf_outcomes import engine, memory, objects, wakeups
 from kopf_outcomes._kopf import deadlines, dependents, unrecorded
 from kopf_outcomes._kopf.cycle import (
+    ENDS,
     Cycle,
     current,
     forget,
     memory_of,
     records_as_patched,
     release_answers_another,
-    unwritten_success,
+    unwritten_end,
 )
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
@@ -229,7 +230,8 @@ def conclude(turn: Turn, outcome: Outcome, result: KopfOutcome) -> KopfOutcome:
 
 def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
     """
-    A person's release of a retained handler, concluded: its record goes, Kopf's failure is final
+    A person's release of a retained handler, concluded: its retention goes (its record ends as a
+    released Fatal's does: ``keeps_key``; no stamp, no hold), Kopf's failure is final
     (the finalizer goes, the release annotation with it), and the observers are told. Where one of
     them fails, the release is retried, not the handler: the handler stays retained as it was (its
     record, stamp and Kopf's retained mark), the release annotation stays, and the release is
@@ -305,7 +307,7 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
                      and not run.options.remember)
         if known is not None and (stored in _KEPT or run.options.remember
                                   or (stored == "retry" and known.acted_on_this_state)
-                                  or ((not acted or stored == "success") and keeps_key(turn, known))):
+                                  or ((not acted or stored in ENDS) and keeps_key(turn, known))):
             ignored = run.previous.get("ignored_release") if run.previous is not None else None
             if stored in _KEPT and (run.previous is None or run.previous["outcome"] != stored):
                 ignored = ignore_leftover_release(turn, body, patch)
@@ -324,7 +326,7 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
                                 stamp=stamp_of(result, run.previous) if stored == "retained" else None,
                                 acted=acted)
             if woke and run.previous is not None and (run.previous["outcome"], run.previous["reason"]) == (
-                    new["outcome"], new["reason"]) and (stored != "success" or run.options.remember):
+                    new["outcome"], new["reason"]) and (stored not in ENDS or run.options.remember):
                 hint = wakeups.fruitless(handler_id, woke)
                 if hint is not None:
                     _HINTS.warning(hint)
@@ -338,7 +340,7 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
                     new["seen"] = seen_objects(handler, cause)  # for why: made only where it is stored
                     dependents.saw(cause, handler_id, None)  # stored: the memory carries what it saw
         memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
-        if new is not None and current() is None and unwritten_success(plugins, cycle, handler, cause, new):
+        if new is not None and current() is None and unwritten_end(plugins, cycle, handler, cause, new):
             forget(cycle, body, patch, handler_id, cause)  # outside of a cycle: no refresh decides it later
         elif new is not None:
             cycle.own_tracked()[handler_id] = (handler, cycle, True)
@@ -368,9 +370,10 @@ def keeps_key(turn: Turn, known: memory.Memory) -> bool:
     """Whether the run's key was given out (``recall()``), in this run or an earlier one about its
     state: then a record keeps it for the state as the cycle's writes leave it (its own, later
     handlers', observers': see ``cycle.refresh``), so that no write of the operator gives the next
-    run another key. A Retry or error that concluded nothing keeps it ``acted: false``; a Success
-    keeps it only where the cycle writes into its state (``cycle.refresh`` ends it otherwise): a kill
-    after that write, before the finalizer's removal, runs it again on the state it acted on."""
+    run another key. A Retry or error that concluded nothing keeps it ``acted: false``; a Success or a
+    released Fatal (``cycle.ENDS``) keeps it only where the cycle writes into its state (``cycle.refresh``
+    ends it otherwise): a kill after that write, before the finalizer's removal, runs it again on the
+    state it acted on."""
     return known.about_this_state or str(turn.handler.id) in turn.cycle.recalled
 
 
