@@ -13,9 +13,6 @@ KNOWN_OPEN: frozenset[str] = frozenset({
     #                for a state it acted on (P3; its stranding, stale-view-stranded, is fixed: see test_regressions)
     "stale-view-retained",  # a handler retained, then concluded for good on a stale view whose write is refused:
     #                         the object shows it retained (P2 waived for a handler the object shows retained)
-    "new-subhandler-rekey",  # NEW: a sub-handler given its key, retried (its record acted: false), whose parent is
-    #                          not run while it waits: another handler's own writes in those cycles re-key it (its
-    #                          record is refreshed only in a cycle that runs its parent)
 })
 
 # To see what a fix leaves open, name the findings still waived (comma-separated; empty: none):

@@ -262,8 +262,6 @@ class Histories(RuleBasedStateMachine):
 
     @rule_unless("42-2", index=st.integers(0, 5))
     def handler_writes_its_own_status(self, index: int) -> None:
-        if "new-subhandler-rekey" in KNOWN_OPEN and any(handler.subs for handler in self.handlers):
-            return  # another handler's own writes re-key a waiting sub-handler (known.py)
         self.world.own_writes ^= {self.leaves[index % len(self.leaves)].id}
 
     @rule(fault=st.sampled_from([(hook, mode) for hook, modes in sorted(_faults().items()) for mode in modes]))

@@ -239,7 +239,8 @@ def test_another_handlers_own_writes_do_not_rekey_a_retried_sub_handler() -> Non
     that key, ``acted: false``. While it waits for its retry, Kopf does not run its parent, and another
     deletion handler retries and writes its own status in each cycle: the sub-handler's record is
     refreshed only in a cycle that runs its parent, so those writes read as a change, and its next run
-    gets another key for the state nobody changed."""
+    gets another key for the state nobody changed. Fixed: a cycle's writes also refresh the records of
+    its handlers' sub-handlers that no run of it tracked, in the scope each record stores."""
     sub = HandlerSpec("hdl1-delete/s0", "delete", {})
     handlers = (HandlerSpec("hdl0-delete", "delete", {}), HandlerSpec("hdl1-delete", "delete", {}, None, (sub,)))
     with machine.replayed(handlers, ["retry", "fatal_bad"]) as history:

@@ -160,6 +160,35 @@ async def test_a_failure_on_the_first_run_keeps_its_key_across_a_later_handlers_
     assert len({key for _, key in seen}) == 1
 
 
+async def test_another_handlers_own_writes_keep_the_key_of_a_retried_sub_handler_whose_parent_waits(
+        server: Server) -> None:
+    """A sub-handler given its key fails before any conclusion (its record: that key, ``acted: false``).
+    While it waits for its retry, Kopf does not run its parent; another handler retries and writes its
+    status in each of those cycles. Those writes are the operator's own: the sub-handler's retry gets
+    the same key, still not acted on (new-subhandler-rekey)."""
+    seen: Seen = []
+    writes: list[int] = []
+
+    def writer(patch: kopf.Patch, **_: Any) -> Outcome:
+        writes.append(len(writes))
+        patch.status["counter"] = len(writes)
+        return Retry("not yet", delay=1)
+
+    def parent(**_: Any) -> None:
+        kopf.subhandler(id="child")(waiting(seen, lambda run, patch: Retry("the service is down", delay=60)))
+
+    op = operator(server, writer, parent)
+    await op.event()
+    for _ in range(3):  # the writer is due every time; the parent waits for its child's retry
+        server.age(2)
+        await op.event()
+    assert len(seen) == 1 and len(writes) == 4
+    server.age(61)
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False]
+    assert len({key for _, key in seen}) == 1
+
+
 class FailingObserver:
     """An observer that fails on the first run it is told of: that run is retried."""
 

@@ -41,7 +41,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import HELD_MARK, PARKED_MARK, RETAINED_MARK, Held
-from kopf_outcomes._kopf.states import digest, recorded_scope, remembered, scope_of
+from kopf_outcomes._kopf.states import digest, recorded_digest, recorded_scope, remembered, scope_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
@@ -395,6 +395,29 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
             forget(cycle, body, patch, handler_id, cause)
         elif record["digest"] != state_digest:
             memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": state_digest}),
+                         cause.logger, cycle.keys, known=cycle.records)
+    refresh_unrun_children(plugins, cycle, cause, records)
+
+
+def refresh_unrun_children(plugins: PluginManager, cycle: Cycle, cause: Cause,
+                           records: Mapping[str, MemoryRecord]) -> None:
+    """The records of sub-handlers (of any depth) of this cycle's handlers that no run of the cycle
+    tracked: their parent was not run (Kopf waits for a child's retry), so they are not at hand. The
+    cycle's writes are no change for them either: each record about the state before the cycle is
+    made about the state the cycle leaves, in the scope it stores (its handler's, as it concluded)."""
+    body, patch = raw_body_of(cause), getattr(cause, "patch", None)
+    parents = tuple(f"{handler.id}/" for handler in cycle.handlers)
+    if body is None or not patch or not parents:
+        return
+    for handler_id, record in records.items():
+        if handler_id in cycle.tracked or not handler_id.startswith(parents):
+            continue
+        before = recorded_digest(plugins, cycle, cause, record)
+        if before is None or record["digest"] != before:
+            continue  # its scope is unknown, or its state changed before this cycle: it wakes as it should
+        after = recorded_digest(plugins, cycle, cause, record, patched=True)
+        if after is not None and after != before:
+            memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": after}),
                          cause.logger, cycle.keys, known=cycle.records)
 
 

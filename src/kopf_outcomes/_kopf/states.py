@@ -5,7 +5,7 @@ its previous conclusion (``woken_by``: see :mod:`kopf_outcomes.wakeups`).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple, Protocol
 
@@ -62,18 +62,36 @@ def recorded_scope(record: MemoryRecord, now: Scope) -> Scope:
 def state_of(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause, *,
              patched: bool = False, scope: Scope | None = None) -> dict[str, Any]:
     """The state the handler depends on (see :func:`digest`)."""
+    if raw_body_of(cause) is None:
+        return {}
+    if scope is None:
+        options = options_of(plugins, handler, cause)
+        return state_in(plugins, cycle, cause, options.depends_on, options.ignore or (), patched=patched)
+    return state_in(plugins, cycle, cause, scope.depends_on, scope.ignore, patched=patched)
+
+
+def state_in(plugins: PluginManager, cycle: OperatorsOwn, cause: Cause, depends_on: Iterable[str] | None,
+             ignore: Iterable[str], *, patched: bool = False) -> dict[str, Any]:
+    """The state in a scope, whoever's it is: a record's own, where its handler is not at hand."""
     body = raw_body_of(cause)
     if body is None:
         return {}
-    options = options_of(plugins, handler, cause)
     patch = getattr(cause, "patch", None) if patched else None
     if patch:
         body = patched_body(body, patch)
     owned = engine.owned_fields(plugins, cause.logger)
-    depends_on, ignore = (options.depends_on, options.ignore or ()) if scope is None else scope
     return state(body, depends_on=depends_on, excluded=[*_results(body, cycle.handler_ids), *cycle.writes.fields,
                                                         *owned],
                  excluded_prefixes=cycle.writes.prefixes, ignore=ignore)
+
+
+def recorded_digest(plugins: PluginManager, cycle: OperatorsOwn, cause: Cause, record: MemoryRecord, *,
+                    patched: bool = False) -> str | None:
+    """The digest of the state in the scope a record was concluded in (it stores it, since it stores
+    its ``key``); None for a record from before, whose scope is unknown without its handler."""
+    if "key" not in record or raw_body_of(cause) is None:
+        return None
+    return hashed(state_in(plugins, cycle, cause, record.get("depends_on"), record.get("ignore", []), patched=patched))
 
 
 def _results(body: Mapping[str, Any], handler_ids: AbstractSet[str]) -> list[tuple[str, ...]]:
