@@ -328,6 +328,30 @@ async def test_a_kill_after_a_released_fatals_own_write_keeps_its_key_and_what_i
     assert server.finalized
 
 
+async def test_a_released_fatals_kept_record_holds_no_finalizer(server: Server) -> None:
+    """The record a released Fatal keeps (its cycle wrote into its state) is no retention: it has no
+    stamp, and once the other deletion handler is done, the finalizer goes with it still there."""
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": run}
+        return Fatal("the external system refused", on_delete="release")
+
+    other: list[bool] = []
+
+    def waits_once(**_: Any) -> Outcome | None:
+        other.append(True)
+        return Pending("waiting for the callback") if len(other) == 1 else None
+
+    op = operator(server, waiting(seen, then), waits_once)
+    await op.event()
+    kept = server.records()["h0"]
+    assert kept["outcome"] == "fatal" and "stamp" not in kept and not server.finalized  # h1 waits
+    server.annotations["example.com/callback"] = "done"  # wakes h1, which is done now
+    await op.event()
+    assert server.finalized and len(seen) == 1
+
+
 @pytest.mark.parametrize("recalls", [False, True], ids=["stock", "recalling"])
 async def test_a_success_that_writes_nothing_into_its_state_or_was_given_no_key_keeps_no_record(
         server: Server, recalls: bool) -> None:
