@@ -106,13 +106,17 @@ def remembered(previous: Any, conclusions: frozenset[str], state: Any, remember:
     (None: no record). Pending is remembered, and with ``remember`` every outcome; a Success ends the
     record, and so does a released Fatal, unless its cycle ``written`` into the handler's state (its
     own writes, memory.md: a kill before the finalizer's removal runs it again on the state it acted
-    on); any other outcome leaves it as it was, until the state changes (issue 42)."""
+    on); any other outcome leaves it as it was, until the state changes (issue 42): a Retry about
+    another state than the record's removes it (it concluded nothing about the record's state, nor
+    about its own: ``acted: false``)."""
     effects = set()
     for conclusion in conclusions:
         if remember or conclusion == PENDING or (conclusion in DONE and written):
             effects.add(("set", state))
         elif conclusion == SUCCESS:
             effects.add(("set", None))
+        elif conclusion == RETRY and record_survives_retry and previous is not UNKNOWN and previous != state:
+            effects.add(("set", None))  # a Retry about another state removes the record (memory-annotation.md)
         elif record_survives_retry:
             effects.add(("keep", None))
         else:

@@ -260,3 +260,19 @@ def test_a_kill_after_a_fatal_runs_own_write_does_not_rekey_its_rerun() -> None:
         history.delete()
         history.deliver(count=1, latest=False, crash=1)
         deliver_all(history)
+
+
+def test_a_retry_on_a_changed_state_then_a_change_back_is_judged_as_the_docs_say() -> None:
+    """Found by the medium full run on ``rekey2`` (2,433 histories), on main alike: the deletion
+    handler parks on a state S0, the state changes to S1, where it is retried, then back to S0. The
+    Retry about S1 removes the record about S0 (memory-annotation.md: "one about another state removes
+    it"; its key kept ``acted: false`` for S1), so the run on S0 again does not know it acted: the
+    oracle kept the S0 record through the Retry and called that a side effect started twice. The
+    oracle now follows the docs; the key is S0's again either way (one key per state)."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"] + ["success"] * 5) as history:
+        history.delete()
+        history.deliver(count=1, latest=False, crash=None)
+        history.behaviour_changes(behaviour="retry", index=0)
+        history.user_changes(field="spec.a", value=1)
+        history.deliver(count=1, latest=True, crash=None)
+        history.user_changes(field="spec.a", value=0)
