@@ -247,11 +247,6 @@ async def test_a_success_whose_write_is_ignored_keeps_no_record_and_its_key(
 
 # --- a Success that writes nothing, after a run that wrote ---------------------------------------
 
-@pytest.mark.xfail(KOPF_138, strict=True, reason=(
-    "src/kopf_outcomes/_kopf/cycle.py unwritten_end()/refresh(): a Success whose cycle leaves its "
-    "state unchanged ends its record, though the record's key was made from an earlier state (before the "
-    "Pending's own status write); a kill before the finalizer's removal re-runs it with no record, and the "
-    "key is then made from the state as it is now: another key for the state it acted on"))
 async def test_a_kill_after_a_success_that_wrote_nothing_keeps_the_key_its_pending_wrote_under(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run 1 starts the side effect (key K), writes ``status.deletion`` and waits; run 2 (its recheck,

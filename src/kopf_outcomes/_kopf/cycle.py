@@ -438,7 +438,20 @@ def unwritten_end(plugins: PluginManager, cycle: Cycle, handler: Handler, cause:
     if record["outcome"] not in ENDS or options_of(plugins, handler, cause).remember:
         return False
     patched = state_digest if state_digest is not None else digest(plugins, cycle, handler, cause, patched=True)
-    return patched == digest(plugins, cycle, handler, cause)
+    if patched != digest(plugins, cycle, handler, cause):
+        return False
+    # Its key made from an earlier state (before a Pending's own write): a run after a kill, with no
+    # record, would get another. It goes only where the state as it is would give the same key.
+    key = record.get("key")
+    return key is None or key == fresh_key(cycle, handler, cause, patched)
+
+
+def fresh_key(cycle: Cycle, handler: Handler, cause: Cause, state_digest: str) -> str:
+    """The idempotency key of a state with no record to carry one: its object, handler and state,
+    the handler's other objects included."""
+    uid = str(((body_of(cause) or EMPTY).get("metadata") or EMPTY).get("uid", ""))
+    taken = cycle.objects.get(str(handler.id))
+    return memory.idempotency_key(uid, str(handler.id), state_digest + (taken[1] if taken is not None else ""))
 
 
 def forget(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, Any], handler_id: str,
@@ -577,10 +590,8 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
     made from the state as the run sees it (before this cycle's patch): ``recall()`` and the record
     the run then writes agree.
     """
-    body = body_of(cause) or EMPTY
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
-    uid = str((body.get("metadata") or EMPTY).get("uid", ""))
     previous = cycle.records.get(handler_id)
     now = scope_of(plugins, handler, cause) if previous is not None else None
     scope = recorded_scope(previous, now) if previous is not None and now is not None else None
@@ -588,14 +599,13 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
     if scope is not None and scope != now:  # an upgrade changed it
         rescoped = digest(plugins, cycle, handler, cause, scope=scope)
     taken = cycle.objects.get(handler_id)
+    key = fresh_key(cycle, handler, cause, state_digest)
     if taken is None:
-        found = Memory(previous=previous, digest=state_digest,
-                       idempotency_key=memory.idempotency_key(uid, handler_id, state_digest),
+        found = Memory(previous=previous, digest=state_digest, idempotency_key=key,
                        objects=dependents.unknown_objects(cycle.kind, handler), previous_scope_digest=rescoped)
     else:
         refs, fingerprint = taken
-        found = Memory(previous=previous, digest=state_digest,
-                       idempotency_key=memory.idempotency_key(uid, handler_id, state_digest + fingerprint),
+        found = Memory(previous=previous, digest=state_digest, idempotency_key=key,
                        objects=refs, objects_digest=fingerprint,
                        previous_objects_digest=dependents.previous(cause, handler_id, previous),
                        previous_scope_digest=rescoped)
