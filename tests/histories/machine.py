@@ -223,7 +223,7 @@ class Histories(RuleBasedStateMachine):
         """An event older than one already seen (``back`` versions before the latest): a watch of a
         lagging API server after a failover, past Kopf's wait for its own write."""
         body = self.api.versions[max(0, len(self.api.versions) - 1 - back)]
-        self._cycle(fake_api.Event("MODIFIED", body), None, stale="stale-view" in KNOWN_OPEN)
+        self._cycle(fake_api.Event("MODIFIED", body), None, stale="stale-view" in KNOWN_OPEN, old_view=True)
 
     @rule(seconds=st.sampled_from([1, 6, 61, 700, 86400]))
     def time_passes(self, seconds: int) -> None:
@@ -286,11 +286,7 @@ class Histories(RuleBasedStateMachine):
 
     def _stamps_shown(self) -> dict[str, str]:
         """The retentions the object shows now, by handler: the stamps a release must carry."""
-        annotations = (self.api.body or {}).get("metadata", {}).get("annotations") or {}
-        try:
-            records = json.loads(annotations.get(MEMORY_ANNOTATION) or "{}")
-        except ValueError:
-            return {}
+        records = self._records_shown()
         return {hid: record["stamp"] for hid, record in records.items() if isinstance(record, dict)
                 and record.get("outcome") == "retained" and isinstance(record.get("stamp"), str)}
 
@@ -320,14 +316,16 @@ class Histories(RuleBasedStateMachine):
 
     # --- one processing cycle, and what the oracle makes of it -----------------------------------
 
-    def _cycle(self, event: fake_api.Event, crash: int | None, stale: bool = False) -> None:
+    def _cycle(self, event: fake_api.Event, crash: int | None, stale: bool = False, old_view: bool = False) -> None:
         """One event through Kopf's processing, as Kopf's per-object worker feeds it (queueing.py):
         after its own PATCH it awaits that version, so an older event only waits (and is woken by
-        the next queued one) unless none comes within ``consistency_timeout``."""
+        the next queued one) unless none comes within ``consistency_timeout``. An ``old_view`` is
+        older than one already seen (a lagging API server)."""
         self.steps += 1
         seen = int(event.object["metadata"].get("resourceVersion", 0))
         if any(seen < version for version in self.garbled):
-            stale = True  # a view from before the garbage: its write may put the old records back
+            stale = old_view = True  # a view from before the garbage: its write may put the old records back
+        recorded = set(self._records_shown())
         self.api.writes_left = crash
         writes_before, runs_before = self.api.kopf_writes, len(self.world.runs)
         self.release_seen = False
@@ -356,6 +354,8 @@ class Histories(RuleBasedStateMachine):
         written = any(run.handler in self.world.own_writes for run in runs)  # the cycle's own writes
         for run in runs:
             self._judge(run, persisted, stale, written)
+        if old_view:
+            self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
         if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
             self.saw_stale = True  # what the memory holds is unknown from now on
         if self.saw_stale or self.release_raced:
@@ -364,6 +364,22 @@ class Histories(RuleBasedStateMachine):
             self._check_release()
         if crashed:
             self._start()
+
+    def _records_shown(self) -> dict[str, Any]:
+        """The handler records the object's memory shows now (none where it is unreadable)."""
+        annotations = (self.api.body or {}).get("metadata", {}).get("annotations") or {}
+        try:
+            records = json.loads(annotations.get(MEMORY_ANNOTATION) or "{}")
+        except ValueError:
+            return {}
+        return records if isinstance(records, dict) else {}
+
+    def _lost(self, handlers: set[str]) -> None:
+        """A cycle on an old view wrote the memory as that view showed it: the records written after
+        that view, of handlers it did not run, are lost (safety.md). A lost memory keys the state as it
+        is now (memory.md): where the operator's own writes are in it, those handlers are re-keyed."""
+        if handlers and any(key.startswith("own-") for key in (self.api.body or {}).get("status") or {}):
+            self.keys = {seen: key for seen, key in self.keys.items() if seen[0] not in handlers}
 
     @property
     def leaves(self) -> list[model.HandlerSpec]:
@@ -377,8 +393,7 @@ class Histories(RuleBasedStateMachine):
     def _judge(self, run: operator.Run, persisted: bool, stale: bool = False, written: bool = False) -> None:
         handler = next(h for h in self.leaves if h.id == run.handler)
         key = self.keys.setdefault((run.handler, run.state), run.key)
-        # A run on a stale view is stale-view's; its key may be the state's with an own write after a Success.
-        if key != run.key and not ("stale-view" in KNOWN_OPEN and (stale or self.saw_stale)):
+        if key != run.key:  # always: a stale view keeps it too (a record it loses is _lost's, above)
             _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
         expected = model.UNKNOWN if stale or self.saw_stale else self.records.get(run.handler)
         if expected is not model.UNKNOWN:
