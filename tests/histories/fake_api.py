@@ -40,6 +40,7 @@ class FakeAPI:
     versions: list[dict[str, Any]] = field(default_factory=list)  # every stored state, for stale events
     writes_left: int | None = None  # a crash at the write after these many (None: no crash)
     kopf_writes: int = 0
+    refused: int = 0  # the operator's PATCHes refused (a JSON patch's failed test: a view too old)
     on_release: Callable[[], None] = lambda: None  # told when the operator's finalizer goes while deleting
 
     # --- the other actors ---------------------------------------------------------------------
@@ -76,7 +77,11 @@ class FakeAPI:
         self.kopf_writes += 1
         subresource = url.rstrip("/").endswith("/status")
         if (headers or {}).get("Content-Type") == "application/json-patch+json":
-            new = json_patched(self.body, payload)
+            try:
+                new = json_patched(self.body, payload)
+            except Exception:
+                self.refused += 1
+                raise
         else:
             new = merged(self.body, {"status": payload.get("status")} if subresource else payload)
         return self._store(new)

@@ -328,6 +328,7 @@ class Histories(RuleBasedStateMachine):
         recorded = set(self._records_shown())
         self.api.writes_left = crash
         writes_before, runs_before = self.api.kopf_writes, len(self.world.runs)
+        refused_before, version_before = self.api.refused, self.api.version
         self.release_seen = False
         crashed = False
         if event.object["metadata"].get("resourceVersion") == self.expected_version:
@@ -350,10 +351,14 @@ class Histories(RuleBasedStateMachine):
         finally:
             self.api.writes_left = None
         persisted = not crashed or self.api.kopf_writes > writes_before
+        refused = self.api.refused > refused_before and self.api.version == version_before
         runs = self.world.runs[runs_before:]
         written = any(run.handler in self.world.own_writes for run in runs)  # the cycle's own writes
         for run in runs:
-            self._judge(run, persisted, stale, written)
+            # Its write refused (a view too old): a conclusion about another state than the object shows
+            # is in it nowhere (safety.md: only one about the state it shows is run again, to land).
+            self._judge(run, persisted and not (refused and run.state != self._state_shown(run.handler)),
+                        stale, written)
         if old_view:
             self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
         if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
@@ -364,6 +369,11 @@ class Histories(RuleBasedStateMachine):
             self._check_release()
         if crashed:
             self._start()
+
+    def _state_shown(self, handler_id: str) -> Any:
+        """The handler's state as the object shows it now."""
+        handler = next(h for h in self.leaves if h.id == handler_id)
+        return model.state_seen(self.api.body or {}, self.policy.option(handler, "depends_on"))
 
     def _records_shown(self) -> dict[str, Any]:
         """The handler records the object's memory shows now (none where it is unreadable)."""

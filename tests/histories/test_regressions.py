@@ -300,3 +300,22 @@ def test_a_stale_views_memory_write_rekeys_only_as_a_lost_memory_does(monkeypatc
         assert "hdl3-delete" in history._records_shown()
         history.deliver_stale(back=2)  # the view from before the deletion: hdl2-create runs on it
         assert "hdl3-delete" not in history._records_shown()  # its record lost to that view's write
+
+
+def test_a_conclusion_whose_write_is_refused_is_not_taken_as_persisted() -> None:
+    """Found by the full run of this branch (611 histories, on main's oracle alike): the deletion
+    handler parks, a label changes and it parks again about that state. An event from before both
+    (no memory, no progress in it) runs it on that view, where it succeeds; its write is refused (Kopf
+    tests its JSON patch against that view), so the object still shows it waiting on the labelled
+    state, which the refused Success is not about: nothing but a change wakes it (safety.md). The
+    finalizer is rightly held; the oracle took the refused Success as persisted, and required the
+    release (P2). (One about the state the object shows stays the oracle's conclusion: safety.md says
+    it runs again to land, test_review_wave5.)"""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"]) as history:
+        history.delete()
+        deliver_all(history)  # it parks
+        history.user_changes(field="labels", value=0)
+        deliver_all(history)  # it parks again, about the labelled state
+        history.behaviour_changes(behaviour="success", index=0)
+        history.deliver_stale(back=3)  # the deleting object before its first memory: it succeeds there
+        assert history.api.refused
