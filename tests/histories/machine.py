@@ -355,9 +355,9 @@ class Histories(RuleBasedStateMachine):
         runs = self.world.runs[runs_before:]
         written = any(run.handler in self.world.own_writes for run in runs)  # the cycle's own writes
         for run in runs:
-            # Its write refused (a view too old): a conclusion about another state than the object shows
+            # Its write refused (an old view's): a conclusion about another state than the object shows
             # is in it nowhere (safety.md: only one about the state it shows is run again, to land).
-            self._judge(run, persisted and not (refused and run.state != self._state_shown(run.handler)),
+            self._judge(run, persisted and not (old_view and refused and run.state != self._state_shown(run.handler)),
                         stale, written)
         if old_view:
             self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
