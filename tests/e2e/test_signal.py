@@ -22,12 +22,13 @@ async def test_the_callback_from_the_shell_wakes_the_parked_deletion_at_once(clu
         await op.wait_for(lambda r: r.message.startswith("Handler 'delete_fn' is pending"), what="Pending")
         audit = AuditLog(cluster.audit_log)
         mark = audit.mark()
-        called = time.monotonic()
         code, output = await cli(cluster, "signal", "kex/called", "-n", namespace, "--status", "deletion.state=done")
+        called = time.monotonic()  # the signal has landed (the command's own start is not the operator's time)
         assert code == 0, output
         assert output.strip() == "kopfexamples.kopf.dev/called signalled: status.deletion.state"
-        await eventually(lambda: gone(objects, namespace, "called"), timeout=10, what="the object to go")
-        assert time.monotonic() - called < 5  # woken by the change, not by the 600 s recheck
+        await eventually(lambda: gone(objects, namespace, "called"), timeout=60, what="the object to go")
+        # Woken by the change, not by the 600 s recheck: any bound far below it says so, also on a loaded machine.
+        assert time.monotonic() - called < 60
         status_writes = [w for w in audit.writes(since=mark, namespace=namespace, name="called")
                          if w.subresource == "status" and w.verb == "patch"]
         assert status_writes, "the status was not patched through its subresource"
