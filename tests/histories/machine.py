@@ -123,6 +123,7 @@ class Histories(RuleBasedStateMachine):
         self.status: dict[str, frozenset[str]] = {}  # deletion handlers: their last persisted conclusion
         self.records: dict[str, Any] = {}  # the state each handler's memory is about (None: no memory)
         self.garbled: list[int] = []  # the versions where someone wrote garbage into the memory
+        self.unrecorded: set[str] = set()  # handlers whose record was lost, not run since (memory.md)
         self.keys: dict[tuple[str, Any], str] = {}
         self.released_by_person: set[str] = set()
         self.release_raced = False
@@ -310,6 +311,7 @@ class Histories(RuleBasedStateMachine):
         self.api.user_patch({"metadata": {"annotations": {MEMORY_ANNOTATION: "{garbage"}}})
         self.records = {handler.id: None for handler in self.leaves}
         self.garbled.append(self.api.version)
+        self.unrecorded |= {handler.id for handler in self.leaves}
         if any(key.startswith("own-") for key in (self.api.body or {}).get("status") or {}):
             # memory.md: a lost memory keys the state as it is now, the operator's own writes in it
             self.keys = {seen: key for seen, key in self.keys.items() if seen[0] not in self.records}
@@ -354,7 +356,12 @@ class Histories(RuleBasedStateMachine):
         refused = self.api.refused > refused_before and self.api.version == version_before
         runs = self.world.runs[runs_before:]
         written = any(run.handler in self.world.own_writes for run in runs)  # the cycle's own writes
+        own_in_view = any(key.startswith("own-") for key in event.object.get("status") or {})
         for run in runs:
+            if run.handler in self.unrecorded:  # its first run since its record was lost
+                self.unrecorded.discard(run.handler)
+                if own_in_view:  # memory.md: a lost memory keys the state as it is now, own writes in it
+                    self.keys = {seen: key for seen, key in self.keys.items() if seen[0] != run.handler}
             # Its write refused (an old view's): a conclusion about another state than the object shows
             # is in it nowhere (safety.md: only one about the state it shows is run again, to land).
             self._judge(run, persisted and not (old_view and refused and run.state != self._state_shown(run.handler)),
@@ -390,6 +397,7 @@ class Histories(RuleBasedStateMachine):
         is now (memory.md): where the operator's own writes are in it, those handlers are re-keyed."""
         if handlers and any(key.startswith("own-") for key in (self.api.body or {}).get("status") or {}):
             self.keys = {seen: key for seen, key in self.keys.items() if seen[0] not in handlers}
+        self.unrecorded |= handlers
 
     @property
     def leaves(self) -> list[model.HandlerSpec]:
