@@ -82,6 +82,8 @@ def concludes(behaviour: str, handler: HandlerSpec, policy: PolicySpec, faults: 
         own = {RETRY, fatal}
     elif adjust == "success":
         own = {SUCCESS}
+    if handler.cause == "delete" and faults.get("handler_options", "ok") != "ok":
+        own = {RETRY}  # a deletion whose options could not be read is held, the handler run again (safety.md)
     observe = faults.get("observe_outcome", "ok")
     if observe == "raise":
         own = own | {RETRY}  # the docs list it neither as deciding nor as informing: either reading

@@ -339,3 +339,16 @@ def test_a_lost_memory_keys_the_state_as_it_is_at_the_handlers_next_run(monkeypa
         history.memory_garbled()
         history.handler_writes_its_own_status(index=0)
         history.deliver_stale(back=1)
+
+
+def test_a_deletion_held_for_its_unread_options_is_remembered_as_a_retry() -> None:
+    """Found by the full run at the end of the session (a P3 of the oracle's own): one plugin whose
+    ``handler_options`` raises; the deletion handler writes its own status and succeeds; the deletion
+    is held (its options unknown: fail closed, safety.md), which the record keeps as a Retry
+    (``acted: false``, the same key); the model took the run for a Success whose own write keeps its
+    record (acted), and so expected ``acted_on_this_state`` True at the run after the plugin healed."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"], plugin=True) as history:
+        history.plugin_fault_changes(fault=("handler_options", "raise"))
+        history.delete()
+        history.handler_writes_its_own_status(index=0)
+        history.deliver(count=1, latest=False, crash=None)
