@@ -105,6 +105,19 @@ async def test_sigkills_mid_deletion(status_write, objects, namespace, operator,
     assert report.extra["objects_not_started_exactly_once_by_key_main"] == []
 
 
+async def delete_each_for_its_kill(objects, namespace, names, killed, ops) -> None:
+    """One deletion at a time, each with the operator up, until its aimed kill (at most 30 s), the
+    operator started again after it: deleted together, a second object's PATCH could land from a
+    dying process, or from one still starting, and miss its kill."""
+    for name in names:
+        await delete(objects, namespace, [name])
+        deadline = time.monotonic() + 30
+        while name not in killed and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if not ops.up:
+            await ops.start()
+
+
 async def test_sigkills_between_the_memory_write_and_the_handlers_own_write(
         cluster, objects, namespace, report, tmp_path):
     """The status is a subresource: Kopf PATCHes the object (its progress and the memory) and then its
@@ -133,18 +146,8 @@ async def test_sigkills_between_the_memory_write_and_the_handlers_own_write(
             await create(objects, namespace, names)
             assert await wait_finalized(objects, namespace, names), "finalizers were not added"
             proxy.on_applied = between
-            # One deletion at a time, each with the operator up: deleted together, a second object's
-            # PATCH could land from a dying process, or from one still starting, and miss its kill.
-            for name in names:
-                await delete(objects, namespace, [name])
-                deadline = time.monotonic() + 30
-                while name not in killed and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
-                if not ops.up:
-                    await ops.start()
+            await delete_each_for_its_kill(objects, namespace, names, killed, ops)
             proxy.on_applied = None
-            if not ops.up:
-                await ops.start()
             assert await wait_until(lambda: all(system.started(n) for n in names), timeout=60), "not all started"
             await report.check_held(objects, namespace, names)
             for name in names:
@@ -196,16 +199,8 @@ async def test_sigkills_between_a_successs_own_write_and_the_finalizers_removal(
             await create(objects, namespace, names)
             assert await wait_finalized(objects, namespace, names), "finalizers were not added"
             proxy.on_applied = after_the_status
-            for name in names:  # one at a time, each with the operator up (as the scenario above)
-                await delete(objects, namespace, [name])
-                deadline = time.monotonic() + 30
-                while name not in killed and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
-                if not ops.up:
-                    await ops.start()
+            await delete_each_for_its_kill(objects, namespace, names, killed, ops)
             proxy.on_applied = None
-            if not ops.up:
-                await ops.start()
             await report.settle(objects, namespace, names)
             ops.check()
         finally:
