@@ -34,8 +34,10 @@ async def test_the_handlers_own_status_writes_and_a_retry_keep_its_key(objects, 
         assert [(run, acted) for run, acted, _ in seen[:4]] == [
             ("1", "False"), ("2", "True"), ("3", "True"), ("4", "True")], seen
         assert len({key for _, _, key in seen}) == 1, seen  # its own writes, and a Retry, kept it
-        body = await get_example(objects, namespace, "w")
-        assert body["status"]["deletion"]["run"] >= 4  # the writes landed, in the status subresource
+        async def landed() -> bool:  # run 4 logs before Kopf's PATCH of its write
+            body = await get_example(objects, namespace, "w")
+            return (body or {}).get("status", {}).get("deletion", {}).get("run", 0) >= 4
+        await eventually(landed, what="the fourth run's write, in the status subresource")
 
 
 async def test_a_release_answers_one_retention(objects, namespace, operator):
