@@ -152,6 +152,18 @@ def test_a_wait_begun_before_a_restart_is_measured_from_the_memorys_since():
                  cause="delete") == 60.0
 
 
+def test_a_wait_begun_before_a_restart_is_measured_from_the_memorys_since_across_a_pending_run():
+    """After a restart a parked deletion handler runs once and parks again (safety.md): its wait
+    still began at the memory's ``since``, not at that run."""
+    registry = CollectorRegistry()
+    observer = Observer(registry, objects_reported=True)
+    previous = {"digest": "x", "outcome": "pending", "reason": "waiting", "since": "1970-01-01T00:01:40Z"}
+    observer.outcome(run("a", previous=previous), Pending("waiting"), now=150.0)
+    observer.outcome(run("a", previous=previous), Success(), now=160.0)
+    assert value(registry, "kopf_outcomes_handler_wait_seconds_sum", resource=R, handler="delete_fn",
+                 cause="delete") == 60.0
+
+
 def test_a_fatal_ends_a_wait_without_measuring_it():
     registry = CollectorRegistry()
     observer = Observer(registry, objects_reported=True)
