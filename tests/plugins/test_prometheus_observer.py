@@ -153,8 +153,8 @@ def test_a_wait_begun_before_a_restart_is_measured_from_the_memorys_since():
 
 
 def test_a_wait_begun_before_a_restart_is_measured_from_the_memorys_since_across_a_pending_run():
-    """After a restart a parked deletion handler runs once and parks again (safety.md): its wait
-    still began at the memory's ``since``, not at that run."""
+    """After a restart the first run of a waiting handler (a recheck's, a Retry's) concludes Pending
+    again: its wait still began at the memory's ``since``, not at that run."""
     registry = CollectorRegistry()
     observer = Observer(registry, objects_reported=True)
     previous = {"digest": "x", "outcome": "pending", "reason": "waiting", "since": "1970-01-01T00:01:40Z"}

@@ -240,10 +240,7 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
     if found["outcome"] == "pending" and body is not None and child_released(cycle, str(handler.id), body):
         return True  # our annotations are in no state: a release must wake the parent itself
     if found["outcome"] == "pending" and not state.finished and body is not None:
-        metadata = body.get("metadata") or {}
-        about = unrecorded.done_here(str(metadata.get("uid") or ""), str(handler.id))
-        if about is unrecorded.UNKNOWN and metadata.get("deletionTimestamp"):
-            return True  # a conclusion this process forgot may have been refused: run once, known after
+        about = unrecorded.done_here(str((body.get("metadata") or {}).get("uid") or ""), str(handler.id))
         if about:
             now = digest(plugins, cycle, handler, cause)
             if now in about:

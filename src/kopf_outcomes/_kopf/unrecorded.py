@@ -10,19 +10,12 @@ on a change: nothing would ever wake it. So a handler this process concluded for
 object shows waiting runs again on the current view, and concludes afresh (its memory says whether
 it acted on this state); the finalizer is held until it does. Only where that conclusion was about
 the state the object shows now: a wait on another state is not the one it concluded.
-
-What this process concluded lives in this process only, and in a bounded map. A parked deletion
-handler that the map knows nothing of (the process restarted, the entry was forgotten, or another
-replica parked it) may be one whose conclusion was refused before: unknown is not "nothing", so it
-runs once on the current view, and that run's conclusion is known from then on. The cost is one run
-per waiting deletion handler per restart (stock Kopf too runs a deletion's handlers again after a
-restart).
 """
 from __future__ import annotations
 
 import collections
 
-__all__ = ["concluded", "done_here", "UNKNOWN"]
+__all__ = ["concluded", "done_here"]
 
 LIMIT = 65536  # objects × handlers remembered per process; the oldest are forgotten first
 
@@ -33,7 +26,6 @@ LIMIT = 65536  # objects × handlers remembered per process; the oldest are forg
 _final: collections.OrderedDict[tuple[str, str], frozenset[str]] = collections.OrderedDict()
 
 NOT_FOR_GOOD: frozenset[str] = frozenset()
-UNKNOWN = None  # this process knows no conclusion of the handler on the object (forgotten, or never)
 
 
 def concluded(uid: str, handler_id: str, about: frozenset[str] = NOT_FOR_GOOD) -> None:
@@ -45,7 +37,7 @@ def concluded(uid: str, handler_id: str, about: frozenset[str] = NOT_FOR_GOOD) -
         _final.popitem(last=False)
 
 
-def done_here(uid: str, handler_id: str) -> frozenset[str] | None:
+def done_here(uid: str, handler_id: str) -> frozenset[str]:
     """The digests of the state this process's latest conclusion of the handler on the object was
-    about, where it was for good; none where it was not; ``UNKNOWN`` where it knows no conclusion."""
-    return _final.get((uid, handler_id), UNKNOWN)
+    about, where it was for good; else none."""
+    return _final.get((uid, handler_id), NOT_FOR_GOOD)

@@ -55,7 +55,7 @@ class Observer:
                 self.metrics.wait.labels(resource, label, cause).observe(max(0.0, waited_for))
             self.clock.forget(uid, handler)
         elif isinstance(outcome, (Pending, Retry)):
-            if run.kind != SUB_HANDLER:  # a wait that began before a restart began at the memory's since
+            if run.kind != SUB_HANDLER:  # a wait begun before a restart began at the memory's since
                 began = _since(run.previous) if waited(run.previous) else None
                 self.clock.start(uid, handler, cause, now if began is None else min(began, now))
             state = "pending" if isinstance(outcome, Pending) else "retrying"
