@@ -172,6 +172,7 @@ class Histories(RuleBasedStateMachine):
     def _start(self) -> None:
         """A fresh operator process: Kopf's memories and our caches anew, the object listed again."""
         kopf_outcomes.uninstall()
+        self.world.options_cached.clear()  # a new process asks the plugins again
         plugins = [operator.FaultyPlugin(self.world)] if self.with_plugin else []
         has_policy = bool(self.policy.defaults or self.policy.handlers or self.policy.value_error)
         kopf_outcomes.install(entry_points=False, events=False, plugins=plugins,

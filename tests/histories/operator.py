@@ -38,6 +38,15 @@ class World:
     own_writes: set[str] = dataclasses.field(default_factory=set)
     faults: dict[str, str] = dataclasses.field(default_factory=dict)
     runs: list[Run] = dataclasses.field(default_factory=list)
+    # The handlers whose options the plugin answered well in this process: cached from then on
+    # (plugins.md, hookspecs: "once per handler id and resource kind; cached for the process").
+    options_cached: set[str] = dataclasses.field(default_factory=set)
+
+    def faults_for(self, handler_id: str) -> dict[str, str]:
+        """The faults in force for a run of this handler: a failing options hook does not reach a
+        handler whose options were read (and cached) before it began to fail."""
+        return {hook: mode for hook, mode in self.faults.items()
+                if not (hook == "handler_options" and handler_id in self.options_cached)}
 
 
 def registry_of(handlers: tuple[model.HandlerSpec, ...], policy: model.PolicySpec,
@@ -63,7 +72,7 @@ def _handler_fn(handler: model.HandlerSpec, policy: model.PolicySpec, world: Wor
         memory = kopf_outcomes.recall()
         behaviour = world.behaviours[handler.id]
         world.runs.append(Run(handler.id, behaviour, model.state_seen(body, depends_on),
-                              memory.acted_on_this_state, memory.idempotency_key, dict(world.faults)))
+                              memory.acted_on_this_state, memory.idempotency_key, world.faults_for(handler.id)))
         if handler.id in world.own_writes:
             patch.setdefault("status", {})[f"own-{handler.id}"] = len(world.runs)
         return act(behaviour)
@@ -140,7 +149,10 @@ class FaultyPlugin:
 
     @kopf_outcomes.hookimpl
     def kopf_outcomes_handler_options(self, handler_id: str, resource: Any) -> Any:
-        return "not options" if self._mode("handler_options") == "wrong" else None
+        if self._mode("handler_options") == "wrong":
+            return "not options"
+        self.world.options_cached.add(handler_id)
+        return None
 
     @kopf_outcomes.hookimpl
     def kopf_outcomes_classify_result(self, run: Any, result: object) -> Any:

@@ -368,3 +368,43 @@ def test_a_kill_in_a_persons_release_of_a_handler_with_its_own_write() -> None:
         history.deliver(count=2, latest=False, crash=None)
         history.person_releases(index=0)
         history.deliver(count=2, latest=False, crash=1)
+
+
+def test_an_options_hook_that_fails_after_its_answer_was_cached_does_not_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the full run of 2026-12-06 (read as P1): the options plugin answered well, then began
+    to raise, while a deletion handler waited; a stale view's cycle then ran it, a plugin adjusted it
+    to Success, and the finalizer went. The code is right: the options hook is asked once per handler
+    and cached for the process (plugins.md, hookspecs.py), so its later failure reaches no run and
+    holds nothing. The model had read every run under a failing options hook as held."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset({"stale-view"}))  # the stale run's own acted (P3)
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}), HandlerSpec("hdl1-create", "create", {}))
+    with machine.replayed(handlers, ["pending", "success", "success", "success", "success", "success"],
+                          plugin=True) as history:
+        history.handler_writes_its_own_status(index=0)
+        history.delete()
+        history.another_operator_writes_its_bookkeeping()
+        for _ in range(3):
+            history.deliver(count=1, crash=None, latest=False)
+        history.another_operator_writes_its_bookkeeping()
+        history.deliver_stale(back=1)
+        history.plugin_fault_changes(fault=("adjust_outcome", "success"))
+        history.plugin_fault_changes(fault=("handler_options", "raise"))
+        history.deliver_stale(back=2)
+        assert history.world.runs[-1].faults == {"adjust_outcome": "success"}  # the options were cached
+        assert not history.api.finalized
+
+
+def test_an_options_hook_failing_after_a_restart_holds_the_deletion() -> None:
+    """Guard of the model's cache: a new process asks the plugin again, so the same failure holds."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}),)
+    with machine.replayed(handlers, ["pending"], plugin=True) as history:
+        history.delete()
+        deliver_all(history)  # parked; the options answered and cached
+        history.plugin_fault_changes(fault=("adjust_outcome", "success"))
+        history.plugin_fault_changes(fault=("handler_options", "raise"))
+        history.restart()
+        history.user_changes(field="spec.a", value=1)  # wakes it
+        for _ in range(3):  # held, it is retried without end: a few cycles
+            history.deliver(count=1, latest=False, crash=None)
+        assert history.world.runs[-1].faults == {"adjust_outcome": "success", "handler_options": "raise"}
+        assert history.api.finalized  # held: its options could not be read
