@@ -127,6 +127,7 @@ class Histories(RuleBasedStateMachine):
         # (handler, state) → its key, and the operator's own writes in the view it was made from
         self.keys: dict[tuple[str, Any], tuple[str, Any]] = {}
         self.released_by_person: set[str] = set()
+        self.tries: collections.Counter[str] = collections.Counter()  # persisted runs: at least Kopf's retries
         self.release_raced = False
         self.releases: list[str] = []  # the release annotations set, in order
         self.release_seen = False
@@ -377,6 +378,8 @@ class Histories(RuleBasedStateMachine):
             self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
         else:
             self._release_concluded(retained - self._retentions_shown() - {run.handler for run in runs}, event, written)
+        for handler_id in self._retentions_shown() - retained - {run.handler for run in runs}:
+            self.records[handler_id] = model.UNKNOWN  # Kopf's retries= used up before a run: retained, unseen
         if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
             self.saw_stale = True  # what the memory holds is unknown from now on
         if self.saw_stale or self.release_raced:
@@ -451,8 +454,10 @@ class Histories(RuleBasedStateMachine):
                 _violated(self, f"P3: {run.handler} ran ({run.behaviour}) with acted_on_this_state={run.acted}, "
                                 f"but its memory {'is' if acted else 'is not'} about the state it sees"
                                 + (": its side effect starts twice" if acted else ": its side effect never starts"))
-        concluded = model.concludes(run.behaviour, handler, self.policy, run.faults if self.with_plugin else {})
+        concluded = self._exhausted(handler, run, model.concludes(run.behaviour, handler, self.policy,
+                                                                  run.faults if self.with_plugin else {}))
         if persisted:
+            self.tries[run.handler] += 1
             self.records[run.handler] = model.remembered(
                 expected, concluded, run.state, self.policy.option(handler, "remember"),
                 record_survives_retry="42-1" not in KNOWN_OPEN,
@@ -460,6 +465,17 @@ class Histories(RuleBasedStateMachine):
             if handler.cause == "delete":
                 self.status[run.handler] = concluded
                 self.released_by_person.discard(run.handler)
+
+    def _exhausted(self, handler: model.HandlerSpec, run: operator.Run, concluded: frozenset[str]) -> frozenset[str]:
+        """A Retry that uses up Kopf's ``retries=`` is a final failure (a Fatal: released, or retained) at
+        that run. Only the handler's own Retry counts (a plugin's fault holds, uncounted): with ``retries=1``
+        such a Retry is that Fatal; where the count may be reached, or the Retry may be a fault's, either."""
+        if handler.retries is None or model.RETRY not in concluded or self.tries[handler.id] + 1 < handler.retries:
+            return concluded
+        fatal = model.concludes("fatal", handler, self.policy, {})
+        counted = run.behaviour in ("retry", "raise_retry", "temporary") and not (
+            self.with_plugin and any(mode != "ok" for mode in run.faults.values()))
+        return (concluded - {model.RETRY}) | fatal if counted and handler.retries == 1 else concluded | fatal
 
     def _possible(self, handler: model.HandlerSpec) -> frozenset[str]:
         """What the handler's last persisted conclusion may be: with Kopf's ``retries=``, also the Fatal

@@ -432,3 +432,20 @@ def test_a_kill_after_a_success_that_wrote_nothing_after_its_own_write_keeps_its
         deliver_all(history)
         runs = history.world.runs
         assert [run.acted for run in runs] == [False, True, True] and len({run.key for run in runs}) == 1
+
+
+def test_a_kill_in_a_persons_release_of_a_retention_by_used_up_retries_keeps_its_record() -> None:
+    """As the first of these, the retention made by Kopf's ``retries=1`` used up (a ``Retry`` under
+    ``fatal_on_delete = "retain"``): that Retry is the run's final failure, retained, a record about the
+    state it acted on, kept through the release (its key made before the handler's own write). The
+    model took the run for a Retry that left no record, and the re-run's ``acted_on_this_state == True``
+    for a side effect that never starts."""
+    policy = PolicySpec(defaults={"fatal_on_delete": "retain"}, handlers={})
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}, retries=1),)
+    with machine.replayed(handlers, ["raise_retry"], policy=policy) as history:
+        history.handler_writes_its_own_status(index=0)
+        history.delete()
+        history.deliver(count=2, latest=False, crash=None)
+        history.person_releases(index=0)
+        history.deliver(count=2, latest=False, crash=1)
+        assert [run.acted for run in history.world.runs] == [False, True]
