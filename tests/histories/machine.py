@@ -124,8 +124,10 @@ class Histories(RuleBasedStateMachine):
         self.records: dict[str, Any] = {}  # the state each handler's memory is about (None: no memory)
         self.garbled: list[int] = []  # the versions where someone wrote garbage into the memory
         self.unrecorded: set[str] = set()  # handlers whose record was lost, not run since (memory.md)
-        self.keys: dict[tuple[str, Any], str] = {}
+        # (handler, state) → its key, and the operator's own writes in the view it was made from
+        self.keys: dict[tuple[str, Any], tuple[str, Any]] = {}
         self.released_by_person: set[str] = set()
+        self.tries: collections.Counter[str] = collections.Counter()  # persisted runs: at least Kopf's retries
         self.release_raced = False
         self.releases: list[str] = []  # the release annotations set, in order
         self.release_seen = False
@@ -286,6 +288,11 @@ class Histories(RuleBasedStateMachine):
         self.releases.append(value)
         self._count_releases()
 
+    def _retentions_shown(self) -> set[str]:
+        """The handlers the object shows retained now."""
+        return {hid for hid, record in self._records_shown().items()
+                if isinstance(record, dict) and record.get("outcome") == "retained"}
+
     def _stamps_shown(self) -> dict[str, str]:
         """The retentions the object shows now, by handler: the stamps a release must carry."""
         records = self._records_shown()
@@ -329,6 +336,7 @@ class Histories(RuleBasedStateMachine):
         if any(seen < version for version in self.garbled):
             stale = old_view = True  # a view from before the garbage: its write may put the old records back
         recorded = set(self._records_shown())
+        retained = self._retentions_shown()
         self.api.writes_left = crash
         writes_before, runs_before = self.api.kopf_writes, len(self.world.runs)
         refused_before, version_before = self.api.refused, self.api.version
@@ -369,6 +377,10 @@ class Histories(RuleBasedStateMachine):
                         stale, written)
         if old_view:
             self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
+        else:
+            self._release_concluded(retained - self._retentions_shown() - {run.handler for run in runs}, event, written)
+        for handler_id in self._retentions_shown() - retained - {run.handler for run in runs}:
+            self.records[handler_id] = model.UNKNOWN  # Kopf's retries= used up before a run: retained, unseen
         if stale:  # its write, made from an old view, may have put old records (and Kopf's progress) back:
             self.saw_stale = True  # what the memory holds is unknown from now on
         if self.saw_stale or self.release_raced:
@@ -380,8 +392,7 @@ class Histories(RuleBasedStateMachine):
 
     def _state_shown(self, handler_id: str) -> Any:
         """The handler's state as the object shows it now."""
-        handler = next(h for h in self.leaves if h.id == handler_id)
-        return model.state_seen(self.api.body or {}, self.policy.option(handler, "depends_on"))
+        return self._state_in(next(h for h in self.leaves if h.id == handler_id), self.api.body)
 
     def _records_shown(self) -> dict[str, Any]:
         """The handler records the object's memory shows now (none where it is unreadable)."""
@@ -391,6 +402,29 @@ class Histories(RuleBasedStateMachine):
         except ValueError:
             return {}
         return records if isinstance(records, dict) else {}
+
+    def _release_concluded(self, handlers: set[str], event: fake_api.Event, written: bool) -> None:
+        """A person's release concluded (its PATCH landed: the retention is gone, the handler not run):
+        the record ends as a released Fatal's does (memory.md), kept where the cycle writes into its
+        state or where the operator's own writes changed that state since it was keyed."""
+        for handler_id in handlers:
+            handler = next(h for h in self.leaves if h.id == handler_id)
+            previous, state = self.records.get(handler_id), self._state_in(handler, event.object)
+            if previous is model.UNKNOWN:
+                continue
+            self.records[handler_id] = model.remembered(
+                previous, frozenset({model.RELEASE}), state, self.policy.option(handler, "remember"),
+                record_survives_retry=True, kept=previous == state and self._kept(handler, state, written,
+                                                                                  model.own_writes(event.object)))
+
+    def _kept(self, handler: model.HandlerSpec, state: Any, written: bool, own_now: Any) -> bool:
+        """Whether a Success's or released Fatal's record about ``state`` is kept (model.keeps_ended_record)."""
+        keyed = self.keys.get((handler.id, state))
+        return (self.policy.option(handler, "depends_on") is None and keyed is not None
+                and model.keeps_ended_record(written, keyed[1], own_now))
+
+    def _state_in(self, handler: model.HandlerSpec, body: Any) -> Any:
+        return model.state_seen(body or {}, self.policy.option(handler, "depends_on"))
 
     def _lost(self, handlers: set[str]) -> None:
         """A cycle on an old view wrote the memory as that view showed it: the records written after
@@ -411,7 +445,7 @@ class Histories(RuleBasedStateMachine):
 
     def _judge(self, run: operator.Run, persisted: bool, stale: bool = False, written: bool = False) -> None:
         handler = next(h for h in self.leaves if h.id == run.handler)
-        key = self.keys.setdefault((run.handler, run.state), run.key)
+        key, _ = self.keys.setdefault((run.handler, run.state), (run.key, run.own))
         if key != run.key:  # always: a stale view keeps it too (a record it loses is _lost's, above)
             _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
         expected = model.UNKNOWN if stale or self.saw_stale else self.records.get(run.handler)
@@ -421,15 +455,28 @@ class Histories(RuleBasedStateMachine):
                 _violated(self, f"P3: {run.handler} ran ({run.behaviour}) with acted_on_this_state={run.acted}, "
                                 f"but its memory {'is' if acted else 'is not'} about the state it sees"
                                 + (": its side effect starts twice" if acted else ": its side effect never starts"))
-        concluded = model.concludes(run.behaviour, handler, self.policy, run.faults if self.with_plugin else {})
+        concluded = self._exhausted(handler, run, model.concludes(run.behaviour, handler, self.policy,
+                                                                  run.faults if self.with_plugin else {}))
         if persisted:
+            self.tries[run.handler] += 1
             self.records[run.handler] = model.remembered(
                 expected, concluded, run.state, self.policy.option(handler, "remember"),
                 record_survives_retry="42-1" not in KNOWN_OPEN,
-                written=written and self.policy.option(handler, "depends_on") is None)  # status in its state
+                kept=self._kept(handler, run.state, written, run.own))
             if handler.cause == "delete":
                 self.status[run.handler] = concluded
                 self.released_by_person.discard(run.handler)
+
+    def _exhausted(self, handler: model.HandlerSpec, run: operator.Run, concluded: frozenset[str]) -> frozenset[str]:
+        """A Retry that uses up Kopf's ``retries=`` is a final failure (a Fatal: released, or retained) at
+        that run. Only the handler's own Retry counts (a plugin's fault holds, uncounted): with ``retries=1``
+        such a Retry is that Fatal; where the count may be reached, or the Retry may be a fault's, either."""
+        if handler.retries is None or model.RETRY not in concluded or self.tries[handler.id] + 1 < handler.retries:
+            return concluded
+        fatal = model.concludes("fatal", handler, self.policy, {})
+        counted = run.behaviour in ("retry", "raise_retry", "temporary") and not (
+            self.with_plugin and any(mode != "ok" for mode in run.faults.values()))
+        return (concluded - {model.RETRY}) | fatal if counted and handler.retries == 1 else concluded | fatal
 
     def _possible(self, handler: model.HandlerSpec) -> frozenset[str]:
         """What the handler's last persisted conclusion may be: with Kopf's ``retries=``, also the Fatal

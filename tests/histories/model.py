@@ -84,6 +84,8 @@ def concludes(behaviour: str, handler: HandlerSpec, policy: PolicySpec, faults: 
         own = {SUCCESS}
     if handler.cause == "delete" and faults.get("handler_options", "ok") != "ok":
         own = {RETRY}  # a deletion whose options could not be read is held, the handler run again (safety.md)
+    if handler.cause != "delete":
+        own = {RELEASE if conclusion == RETAIN else conclusion for conclusion in own}  # no finalizer of its own
     observe = faults.get("observe_outcome", "ok")
     if observe == "raise":
         own = own | {RETRY}  # the docs list it neither as deciding nor as informing: either reading
@@ -103,19 +105,19 @@ UNKNOWN = object()  # the model cannot say what the memory holds (a choice the d
 
 
 def remembered(previous: Any, conclusions: frozenset[str], state: Any, remember: bool,
-               record_survives_retry: bool, written: bool = False) -> Any:
+               record_survives_retry: bool, kept: bool = False) -> Any:
     """The state the handler's record is about after a persisted run concluding one of ``conclusions``
-    (None: no record). Pending is remembered, and with ``remember`` every outcome; a Success ends the
-    record, and so does a released Fatal, unless its cycle ``written`` into the handler's state (its
-    own writes, memory.md: a kill before the finalizer's removal runs it again on the state it acted
-    on); any other outcome leaves it as it was, until the state changes (issue 42): a Retry about
-    another state than the record's removes it (it concluded nothing about the record's state, nor
-    about its own: ``acted: false``)."""
+    (None: no record). Pending and a retention are remembered (memory-annotation.md: "a record exists
+    for a handler that is Pending or retained"), and with ``remember`` every outcome; a Success ends
+    the record, and so does a released Fatal (or a person's release of a retention), unless it is
+    ``kept`` (see :func:`keeps_ended_record`); any other outcome leaves it as it was, until the state
+    changes (issue 42): a Retry about another state than the record's removes it (it concluded
+    nothing about the record's state, nor about its own: ``acted: false``)."""
     effects = set()
     for conclusion in conclusions:
-        if remember or conclusion == PENDING or (conclusion in DONE and written):
+        if remember or conclusion in (PENDING, RETAIN) or (conclusion in DONE and kept):
             effects.add(("set", state))
-        elif conclusion == SUCCESS:
+        elif conclusion in DONE:
             effects.add(("set", None))
         elif conclusion == RETRY and record_survives_retry and previous is not UNKNOWN and previous != state:
             effects.add(("set", None))  # a Retry about another state removes the record (memory-annotation.md)
@@ -127,6 +129,22 @@ def remembered(previous: Any, conclusions: frozenset[str], state: Any, remember:
         return UNKNOWN
     (kind, value), = effects
     return {"set": value, "keep": previous, "unknown": UNKNOWN}[kind]
+
+
+def keeps_ended_record(written: bool, own_when_keyed: Any, own_now: Any) -> bool:
+    """memory.md: a Success or a released Fatal (a person's release of a retention too) of a run given
+    its key keeps its record, about its state, where its cycle ``written`` into that state, or where the
+    operator's own writes in that state changed since its key was made (``own_when_keyed``: the view the
+    key was made from; ``own_now``: the state as the cycle leaves it): a run again on it with no record
+    would get another key, as a lost memory does. Only with the default scope (own writes are no part
+    of a ``depends_on``): the caller asks only then."""
+    return written or own_when_keyed != own_now
+
+
+def own_writes(body: Mapping[str, Any]) -> Any:
+    """The operator's own writes into the object's status (the handlers' ``own-…`` fields): part of the
+    state kopf-outcomes keys, though never a change of it (memory.md), so the model's state leaves them out."""
+    return _frozen({key: value for key, value in (body.get("status") or {}).items() if key.startswith("own-")})
 
 
 def state_seen(body: Mapping[str, Any], depends_on: tuple[str, ...] | None) -> Any:

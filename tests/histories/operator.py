@@ -28,6 +28,7 @@ class Run:
     acted: bool  # recall().acted_on_this_state
     key: str  # recall().idempotency_key
     faults: Mapping[str, str]  # the plugin's faults in force
+    own: Any  # the operator's own writes in the object it saw (model.own_writes): a fresh key is made from them
 
 
 @dataclasses.dataclass
@@ -72,7 +73,8 @@ def _handler_fn(handler: model.HandlerSpec, policy: model.PolicySpec, world: Wor
         memory = kopf_outcomes.recall()
         behaviour = world.behaviours[handler.id]
         world.runs.append(Run(handler.id, behaviour, model.state_seen(body, depends_on),
-                              memory.acted_on_this_state, memory.idempotency_key, world.faults_for(handler.id)))
+                              memory.acted_on_this_state, memory.idempotency_key, world.faults_for(handler.id),
+                              model.own_writes(body)))
         if handler.id in world.own_writes:
             patch.setdefault("status", {})[f"own-{handler.id}"] = len(world.runs)
         return act(behaviour)

@@ -354,13 +354,20 @@ def test_a_deletion_held_for_its_unread_options_is_remembered_as_a_retry() -> No
         history.deliver(count=1, latest=False, crash=None)
 
 
-@pytest.mark.xfail(strict=True, raises=machine.Violation, reason=(
-    "open (found by the last full run of the session, not yet diagnosed: the code or the model): a retained "
-    "handler that writes its own status, released by a person, with the operator killed at the release "
-    "cycle's second write; its re-run sees acted_on_this_state True where the model says its memory is not "
-    "about the state it sees (a released Fatal's kept record, rekey2, against the model's rule for it)"))
 def test_a_kill_in_a_persons_release_of_a_handler_with_its_own_write() -> None:
-    """Found by the full run at the end of the session (P3)."""
+    """Found by the full run at the end of the session (P3), a fault of the model: the deletion handler
+    writes its own status and is retained (``Fatal``, ``on_delete="retain"``); a person releases it; the
+    operator dies after the release's memory PATCH, before the finalizer's removal, and Kopf runs the
+    handler again on the state it acted on. Its record is kept (``fatal``, the same key): the release
+    cycle writes nothing, but the key was made before the handler's own write, so the state as it is
+    would give another (memory.md: a lost memory's key is made from the state as it is now, the
+    operator's own writes in it; the code's ``cycle.unwritten_end``), and the re-run sees
+    ``acted_on_this_state == True``, rightly. The model had missed three rules: a retention is a
+    record about the state it acted on (memory-annotation.md: "a record exists for a handler that is
+    Pending or retained"; it kept the record before it), a person's release of a retention ends it as
+    a released Fatal does (memory.md's table: "a Fatal that lets the finalizer go (the rules', or a
+    person's release of a retention)"), and such an end keeps the record where its key was made before
+    the operator's own writes in its state, not only where its own cycle writes into it."""
     with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"]) as history:
         history.handler_writes_its_own_status(index=0)
         history.behaviour_changes(behaviour="fatal_retain", index=0)
@@ -368,6 +375,80 @@ def test_a_kill_in_a_persons_release_of_a_handler_with_its_own_write() -> None:
         history.deliver(count=2, latest=False, crash=None)
         history.person_releases(index=0)
         history.deliver(count=2, latest=False, crash=1)
+        assert [run.acted for run in history.world.runs] == [False, True]
+
+
+def test_a_kill_in_a_persons_release_of_a_handler_without_writes_runs_it_as_a_new_state() -> None:
+    """The model's counterpart of the one above: the deletion handler parks (``Pending`` with a
+    recheck), is retained at its recheck on the same state, and a person releases it; the operator
+    dies before the finalizer's removal. Nothing of the operator's is in its state, so the release
+    ends the record (memory.md: "a person's release of a retention: the record goes"), and the re-run
+    sees ``acted_on_this_state == False`` under the same key. The model kept the Pending's record
+    through the retention and its release, and called the re-run a side effect started twice."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending_recheck"]) as history:
+        history.delete()
+        deliver_all(history)
+        history.behaviour_changes(behaviour="fatal_retain", index=0)
+        history.time_passes(seconds=700)
+        deliver_all(history)
+        history.person_releases(index=0)
+        history.deliver(count=1, latest=False, crash=1)
+        deliver_all(history)
+        runs = history.world.runs
+        assert [run.acted for run in runs] == [False, True, False] and len({run.key for run in runs}) == 1
+
+
+def test_a_kill_after_a_released_fatal_that_wrote_nothing_runs_it_as_a_new_state() -> None:
+    """The deletion handler parks (``Pending`` with a recheck) and fails for good at its recheck
+    (``Fatal``, released), writing nothing; the operator dies before the finalizer's removal. memory.md:
+    a Fatal that lets the finalizer go ends the record as a Success does; the re-run sees
+    ``acted_on_this_state == False``, under the same key. The model kept the Pending's record."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending_recheck"]) as history:
+        history.delete()
+        deliver_all(history)
+        history.behaviour_changes(behaviour="fatal_release", index=0)
+        history.time_passes(seconds=700)
+        history.deliver(count=1, latest=False, crash=1)
+        deliver_all(history)
+        runs = history.world.runs
+        assert [run.acted for run in runs] == [False, True, False] and len({run.key for run in runs}) == 1
+
+
+def test_a_kill_after_a_success_that_wrote_nothing_after_its_own_write_keeps_its_record() -> None:
+    """The deletion handler writes its own status and parks (``Pending`` with a recheck), then stops
+    writing and succeeds at its recheck; the operator dies before the finalizer's removal. Its key was
+    made before its own write, so the record stays (the unit test
+    ``test_review_kept_success.py::test_a_kill_after_a_success_that_wrote_nothing_keeps_the_key_its_pending_wrote_under``)
+    and the re-run sees ``acted_on_this_state == True`` under that key. The model kept a Success's record
+    only where its own cycle wrote into its state."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending_recheck"]) as history:
+        history.handler_writes_its_own_status(index=0)
+        history.delete()
+        deliver_all(history)
+        history.handler_writes_its_own_status(index=0)  # it writes no more
+        history.behaviour_changes(behaviour="success", index=0)
+        history.time_passes(seconds=700)
+        history.deliver(count=1, latest=True, crash=1)
+        deliver_all(history)
+        runs = history.world.runs
+        assert [run.acted for run in runs] == [False, True, True] and len({run.key for run in runs}) == 1
+
+
+def test_a_kill_in_a_persons_release_of_a_retention_by_used_up_retries_keeps_its_record() -> None:
+    """As the first of these, the retention made by Kopf's ``retries=1`` used up (a ``Retry`` under
+    ``fatal_on_delete = "retain"``): that Retry is the run's final failure, retained, a record about the
+    state it acted on, kept through the release (its key made before the handler's own write). The
+    model took the run for a Retry that left no record, and the re-run's ``acted_on_this_state == True``
+    for a side effect that never starts."""
+    policy = PolicySpec(defaults={"fatal_on_delete": "retain"}, handlers={})
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}, retries=1),)
+    with machine.replayed(handlers, ["raise_retry"], policy=policy) as history:
+        history.handler_writes_its_own_status(index=0)
+        history.delete()
+        history.deliver(count=2, latest=False, crash=None)
+        history.person_releases(index=0)
+        history.deliver(count=2, latest=False, crash=1)
+        assert [run.acted for run in history.world.runs] == [False, True]
 
 
 def test_an_options_hook_that_fails_after_its_answer_was_cached_does_not_hold(monkeypatch: pytest.MonkeyPatch) -> None:
