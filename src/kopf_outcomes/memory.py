@@ -73,7 +73,7 @@ class MemoryRecord(_Conclusion, total=False):
         The digest of that state as the cycle's patch leaves it without its part in ``status``,
         where that differs: the object shows it with this record where the status write did not
         land (a kill between Kopf's PATCH of the object and its ``/status`` PATCH, or a field the
-        API server prunes). The record is about either state (:func:`about`).
+        API server prunes). The record is about either state, and no other.
     ``since`` (str)
         When this conclusion began (UTC, ISO 8601); kept while the same conclusion holds.
     ``depends_on`` (list[str])
