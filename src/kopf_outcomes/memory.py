@@ -60,7 +60,7 @@ class MemoryRecord(_Conclusion, total=False):
     Always present:
 
     ``digest`` (str)
-        The digest of the state the handler concluded about.
+        The digest of the state the handler concluded about: the object as its cycle's patch leaves it.
     ``outcome`` (str)
         What it concluded: ``"pending"``, ``"retry"``, ``"success"``, ``"fatal"`` or ``"retained"``.
     ``reason`` (str)
@@ -69,6 +69,11 @@ class MemoryRecord(_Conclusion, total=False):
 
     Present when they apply:
 
+    ``before_status`` (str)
+        The digest of that state as the cycle's patch leaves it without its part in ``status``,
+        where that differs: the object shows it with this record where the status write did not
+        land (a kill between Kopf's PATCH of the object and its ``/status`` PATCH, or a field the
+        API server prunes). The record is about either state, and no other.
     ``since`` (str)
         When this conclusion began (UTC, ISO 8601); kept while the same conclusion holds.
     ``depends_on`` (list[str])
@@ -111,6 +116,7 @@ class MemoryRecord(_Conclusion, total=False):
         Absent: True.
     """
 
+    before_status: str
     since: str
     depends_on: list[str]
     ignore: list[str]
@@ -173,8 +179,15 @@ class Memory:
         """Whether the previous record is about the state this run sees (its object, and its other
         objects), whether or not it concluded anything: then its key is this state's."""
         seen = self.digest if self.previous_scope_digest is None else self.previous_scope_digest
-        return (self.previous is not None and self.previous["digest"] == seen
+        return (self.previous is not None and about(self.previous, seen)
                 and self.previous_objects_digest == self.objects_digest)
+
+
+def about(record: Mapping[str, Any], state_digest: str) -> bool:
+    """Whether a record is about the state of this digest: the state its cycle's patch leaves, or
+    that state without the cycle's write into ``status`` (``before_status``), the two states the
+    object can show with the record landed. Nothing else: no state that changed otherwise."""
+    return record["digest"] == state_digest or record.get("before_status") == state_digest
 
 
 class MemoryKeys(NamedTuple):
@@ -265,6 +278,7 @@ def _valid(record: object) -> bool:
         return False
     outcome, depends_on = record.get("outcome"), record.get("depends_on", [])
     return (isinstance(record.get("digest"), str)
+            and isinstance(record.get("before_status", ""), str)
             and isinstance(outcome, str) and outcome in STORED_OUTCOMES
             and isinstance(record.get("reason"), str)
             and isinstance(record.get("since", ""), str)
@@ -309,19 +323,26 @@ def stored_reason(reason: str) -> str:
 
 
 def record(previous: MemoryRecord | None, *, digest: str, outcome: StoredOutcome, reason: str,
+           before_status: str | None = None,
            parked: bool, depends_on: Sequence[str] | None, ignore: Sequence[str] | None = None,
            recheck: float | None = None,
            objects: str | None = None, woken_by: list[list[str]] | None = None,
            deadline: str | None = None, uid: str | None = None, key: str | None = None,
            seen: list[dict[str, Any]] | None = None, ignored_release: str | None = None,
            stamp: str | None = None, acted: bool = True) -> MemoryRecord:
-    """A new record; ``since`` is kept from the previous one while the conclusion holds."""
+    """A new record; ``since`` is kept from the previous one while the conclusion holds, and its
+    ``before_status`` while it is about the same state (a cycle that wrote nothing new into its
+    status makes none: a recheck that concludes as before stores nothing)."""
     reason = stored_reason(reason)
     same = (previous is not None and previous["outcome"] == outcome and previous["reason"] == reason
             and previous.get("recheck") == recheck)
     since = previous.get("since") if same and previous is not None else None
     new = MemoryRecord(digest=digest, outcome=outcome, reason=reason,
                        since=since or datetime.datetime.now(datetime.timezone.utc).isoformat())
+    if before_status is None and previous is not None and previous["digest"] == digest:
+        before_status = previous.get("before_status")
+    if before_status is not None and before_status != digest:
+        new["before_status"] = before_status
     if parked:
         new["parked"] = True
     if depends_on is not None:

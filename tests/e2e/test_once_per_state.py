@@ -78,3 +78,59 @@ async def test_a_leftover_release_is_ignored_and_said_so(objects, namespace, ope
         await asyncio.sleep(2)
         assert await finalized(objects, namespace, "l")
         assert RELEASE_ANNOTATION not in await annotations(objects, namespace, "l")
+
+
+PRUNED = "tests/e2e/operators/pruned_operator.py"
+
+
+def pruning_crd() -> dict:
+    """``prunedexamples``: its status schema keeps Kopf's ``status.kopf`` and nothing else of the status."""
+    from tests.e2e.crds import crd
+    body = crd("prunedexamples", "PrunedExample")
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = {
+        "type": "object", "properties": {"kopf": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    return body
+
+
+async def test_an_own_status_write_the_api_server_prunes_starts_nothing_again(api, objects, namespace, operator):
+    """The handler's own ``status.deletion`` is pruned (not in the CRD's schema), its memory lands: the
+    events that follow are no change of the state it acted on, so it stays parked (one run, one start);
+    a person's change of the spec is a state it did not act on (another key)."""
+    from tests.e2e.crds import ensure
+    from tests.e2e.test_outcomes import FINALIZER
+    await ensure(api, pruning_crd())
+
+    async def body() -> dict | None:
+        try:
+            return await objects.get_namespaced_custom_object("kopf.dev", "v1", namespace, "prunedexamples", "p")
+        except Exception as e:  # noqa: BLE001 - the object's absence is an ApiException 404
+            if getattr(e, "status", None) == 404:
+                return None
+            raise
+
+    async with operator(PRUNED) as op:
+        await objects.create_namespaced_custom_object("kopf.dev", "v1", namespace, "prunedexamples", {
+            "apiVersion": "kopf.dev/v1", "kind": "PrunedExample", "metadata": {"name": "p"}, "spec": {}})
+
+        async def finalizer() -> bool:
+            found = await body()
+            return found is not None and FINALIZER in (found["metadata"].get("finalizers") or [])
+
+        await eventually(finalizer, what="the finalizer")
+        await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "prunedexamples", "p")
+        await op.wait_for(lambda r: "Handler 'deletion_fn' is pending" in r.message, what="the first run parked")
+        await asyncio.sleep(3)  # the events of its own PATCHes come and go
+        found = await body()
+        assert found is not None and "deletion" not in (found.get("status") or {})  # pruned
+        seen = [RUN.match(r.message).groups() for r in op.records(f"{namespace}/p") if RUN.match(r.message)]
+        assert [(run, acted) for run, acted, _ in seen] == [("1", "False")], seen
+        await objects.patch_namespaced_custom_object("kopf.dev", "v1", namespace, "prunedexamples", "p",
+                                                     {"spec": {"go": True}}, _content_type=MERGE)
+        await eventually(lambda: _absent(body), what="the object to go")
+        seen = [RUN.match(r.message).groups() for r in op.records(f"{namespace}/p") if RUN.match(r.message)]
+        assert [(run, acted) for run, acted, _ in seen] == [("1", "False"), ("2", "False")], seen
+        assert seen[0][2] != seen[1][2]
+
+
+async def _absent(read) -> bool:
+    return await read() is None

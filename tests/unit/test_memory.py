@@ -317,6 +317,8 @@ def test_read_valid_memory(logger: logging.Logger, collector: Collector) -> None
         ('{"h": {"digest": "d", "outcome": "done", "reason": ""}}', "record of handler 'h' is malformed"),
         ('{"h": {"digest": 1, "outcome": "pending", "reason": ""}}', "record of handler 'h' is malformed"),
         ('{"h": {"digest": "d", "outcome": "pending", "reason": 5}}', "record of handler 'h' is malformed"),
+        ('{"h": {"digest": "d", "outcome": "pending", "reason": "", "before_status": 5}}',
+         "record of handler 'h' is malformed"),
         (5, "expected a JSON string, got int"),
         (True, "expected a JSON string, got bool"),
     ],

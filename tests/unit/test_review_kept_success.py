@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -91,19 +92,7 @@ def operator(server: Server, *fns: Callable[..., Any], **options: Any) -> Operat
 
 # --- a kill between the object's PATCH (the memory) and its /status PATCH -----------------------
 
-BETWEEN_THE_PATCHES = (
-    "src/kopf_outcomes/_kopf/translation.py remember() / cycle.py refresh(): a record's (the kept "
-    "Success's, a Pending's alike) digest is of the state as the whole cycle's patch leaves it (its "
-    "/status write included), but Kopf applies the object's merge-patch (the memory) before /status: "
-    "a kill between the two leaves a record "
-    "about a state the object never shows, so the re-run on the state the run acted on (under its key, "
-    "given by the Pending before) gets another key made from that state's digest")
-
-
-@pytest.mark.parametrize("concludes", [
-    pytest.param("Success", marks=pytest.mark.xfail(KOPF_138, strict=True, reason=BETWEEN_THE_PATCHES)),
-    pytest.param("Pending", marks=pytest.mark.xfail(strict=True, reason=BETWEEN_THE_PATCHES)),
-])
+@pytest.mark.parametrize("concludes", ["Success", "Pending"])
 async def test_a_kill_between_the_memory_and_the_status_write_keeps_the_key_of_the_state_acted_on(
         server: Server, monkeypatch: pytest.MonkeyPatch, status_subresource: None, concludes: str) -> None:
     """Run 1 starts the side effect (key K), writes ``status.deletion.phase=requested`` and waits;
@@ -135,6 +124,102 @@ async def test_a_kill_between_the_memory_and_the_status_write_keeps_the_key_of_t
     assert seen[0][1] == seen[1][1]  # the recheck: the same state, the same key
     assert seen[2][1] == seen[1][1], "the re-run on the state run 2 acted on got another key"
     assert server.finalized or concludes == "Pending"
+
+
+def parked_writing(seen: Seen) -> Callable[..., Any]:
+    """Starts its side effect where it did not act yet, writes its ``status.deletion``, and waits for a change."""
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": True}
+        return Pending("waiting for the callback")
+    return recalling(seen, then)
+
+
+async def test_a_kill_between_the_patches_leaves_a_parked_handler_parked_until_the_state_changes(
+        server: Server, monkeypatch: pytest.MonkeyPatch, status_subresource: None) -> None:
+    """The record's second digest (the state without the cycle's ``/status`` write, which the kill lost)
+    is the state the object shows: the events after the restart are no change for the parked handler,
+    which runs again only when a person changes the spec, as a state it did not act on (another key)."""
+    seen: Seen = []
+    op = operator(server, parked_writing(seen))
+    killed = killed_before(server, monkeypatch, the_status_patch)
+    with pytest.raises(Killed):
+        await op.event()
+    assert killed and "deletion" not in server.body.get("status", {})
+    assert "before_status" in server.records()["h"]
+    op.restart()
+    await op.event()
+    await op.event()
+    assert len(seen) == 1  # the state it acted on: it stays parked
+    server.body["spec"] = {"size": 2}
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False] and seen[1][1] != seen[0][1]
+    assert not server.finalized
+
+
+async def test_a_spec_change_between_the_patches_is_a_state_the_handler_did_not_act_on(
+        server: Server, monkeypatch: pytest.MonkeyPatch, status_subresource: None) -> None:
+    """Guard: a person changes the spec between Kopf's PATCH of the object (the record, with its two
+    digests) and its ``/status`` PATCH, which lands. The object shows neither state of the record: the
+    parked handler wakes, not as having acted, under another key."""
+    seen: Seen = []
+    op = operator(server, parked_writing(seen))
+    sent = server.patch
+
+    async def patch(*, payload: Any, url: str = "", **kwargs: Any) -> dict[str, Any]:
+        if the_status_patch(url, payload):
+            server.body["spec"] = {"size": 2}  # the person's write, in between
+        return await sent(payload=payload, url=url, **kwargs)
+
+    monkeypatch.setattr(one_object.api, "patch", patch)
+    await op.event()
+    assert server.body["status"]["deletion"] == {"requested": True} and server.body["spec"] == {"size": 2}
+    monkeypatch.setattr(one_object.api, "patch", sent)
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False] and seen[1][1] != seen[0][1]
+
+
+@pytest.mark.parametrize("field", ["digest", "before_status"])
+async def test_a_record_with_an_unreadable_second_digest_is_garbage_as_with_an_unreadable_digest(
+        server: Server, monkeypatch: pytest.MonkeyPatch, status_subresource: None, field: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A record whose second digest is not a string (a typo, a newer version) is no record at all, as
+    one whose digest is not: the memory is unreadable, said once; the parked handler concludes afresh
+    (not as having acted), and the finalizer stays."""
+    seen: Seen = []
+    op = operator(server, parked_writing(seen))
+    killed_before(server, monkeypatch, the_status_patch)
+    with pytest.raises(Killed):
+        await op.event()
+    records = server.records()
+    records["h"][field] = 5
+    server.annotations[DEFAULT_KEYS.memory] = json.dumps(records)
+    op.restart()
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, False]
+    assert any("unreadable handler memory" in record.message and "is malformed" in record.message
+               for record in caplog.records)
+    assert not server.finalized
+
+
+async def test_a_recheck_that_writes_its_status_as_before_stores_nothing(server: Server) -> None:
+    """The record's second digest stays while the record is about the same state: a recheck that
+    writes the same status and concludes as before writes no memory (no PATCH of its own)."""
+    seen: Seen = []
+
+    def then(run: int, patch: kopf.Patch) -> Outcome:
+        patch.status["deletion"] = {"requested": True}
+        return Pending("waiting for the callback", recheck=60)
+
+    op = operator(server, recalling(seen, then))
+    await op.event()
+    await op.event()  # its own write's event
+    kept = server.records()
+    assert "before_status" in kept["h"]
+    sent = len(server.sent)
+    server.age(61)
+    await op.event()
+    assert [acted for acted, _ in seen] == [False, True] and len({key for _, key in seen}) == 1
+    assert not any(DEFAULT_KEYS.memory in json.dumps(payload) for payload in server.sent[sent:])
 
 
 async def test_a_kill_between_the_memory_and_the_status_write_of_a_first_run_keeps_its_key(

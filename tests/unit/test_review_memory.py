@@ -365,9 +365,6 @@ class PruningServer(Server):
         return await Server.patch(self, payload=payload, **kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="the record's digest includes the own status write the API server pruned: "
-                                       "every event wakes the parked handler with acted_on_this_state False "
-                                       "(the side effect starts again on each)")
 async def test_an_own_write_that_the_api_server_prunes_does_not_restart_the_side_effect(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.unit.kopf_objects import api

@@ -41,7 +41,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.marks import HELD_MARK, PARKED_MARK, RETAINED_MARK, Held
-from kopf_outcomes._kopf.states import digest, recorded_digest, recorded_scope, remembered, scope_of
+from kopf_outcomes._kopf.states import before_status, digest, recorded_digest, recorded_scope, remembered, scope_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.kinds import PERSISTING, Kind
 from kopf_outcomes.manager import PluginManager
@@ -245,10 +245,10 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
             now = digest(plugins, cycle, handler, cause)
             if now in about:
                 return True  # concluded for good here about this state, on an older view, its write refused
-            return found["digest"] != now or dependents.moved(cycle.objects, handler, cause, found)
+            return not memory.about(found, now) or dependents.moved(cycle.objects, handler, cause, found)
     if state.finished and not (found["outcome"] == "success" and options_of(plugins, handler, cause).remember):
         return False
-    return (found["digest"] != digest(plugins, cycle, handler, cause)
+    return (not memory.about(found, digest(plugins, cycle, handler, cause))
             or dependents.moved(cycle.objects, handler, cause, found))
 
 
@@ -355,7 +355,7 @@ def recheck_wait(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: 
     just_ran = last is not None and (now - last).total_seconds() < interval / 2
     due = requeue.next_due(found, last, after=True, served=True) if just_ran and last is not None \
         else requeue.next_due(found, now)
-    if due is None or found["digest"] != digest(plugins, cycle, handler, cause) \
+    if due is None or not memory.about(found, digest(plugins, cycle, handler, cause)) \
             or dependents.moved(cycle.objects, handler, cause, found):
         return None
     wait = (due - now).total_seconds()
@@ -388,14 +388,14 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
     records = records_as_patched(cycle, patch)
     for handler_id, (handler, own, concluded) in cycle.tracked.items():
         record = records.get(handler_id)
-        if record is None or (not concluded and record["digest"] != digest(plugins, own, handler, cause)):
+        if record is None or (not concluded and not memory.about(record, digest(plugins, own, handler, cause))):
             continue  # gone, or its state changed before this cycle: it wakes as it should
         state_digest = remembered(plugins, own, handler, cause)
         if concluded and unwritten_end(plugins, own, handler, cause, record, state_digest):
             forget(cycle, body, patch, handler_id, cause)
-        elif record["digest"] != state_digest:
-            memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": state_digest}),
-                         cause.logger, cycle.keys, known=cycle.records)
+        else:
+            rewrite(cycle, body, patch, cause, handler_id, record, state_digest,
+                    before_status(plugins, own, handler, cause, state_digest))
     refresh_unrun_children(plugins, cycle, cause, records)
 
 
@@ -413,12 +413,27 @@ def refresh_unrun_children(plugins: PluginManager, cycle: Cycle, cause: Cause,
         if handler_id in cycle.tracked or not handler_id.startswith(parents):
             continue
         before = recorded_digest(plugins, cycle, cause, record)
-        if before is None or record["digest"] != before:
+        if before is None or not memory.about(record, before):
             continue  # its scope is unknown, or its state changed before this cycle: it wakes as it should
         after = recorded_digest(plugins, cycle, cause, record, patched=True)
-        if after is not None and after != before:
-            memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "digest": after}),
-                         cause.logger, cycle.keys, known=cycle.records)
+        if after is not None and after != record["digest"]:
+            unsent = recorded_digest(plugins, cycle, cause, record, patched=True, status=False) \
+                if "status" in patch else None
+            rewrite(cycle, body, patch, cause, handler_id, record, after, unsent if unsent != after else None)
+
+
+def rewrite(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, Any], cause: Cause, handler_id: str,
+            record: MemoryRecord, state_digest: str, unsent: str | None) -> None:
+    """The record made about the state the cycle's patch leaves (``state_digest``), and that state
+    without its write into ``status`` (``unsent``: None where it is the same); one about it already
+    stays as it is (the cycle writes nothing into its state)."""
+    if record["digest"] == state_digest:
+        return
+    new = memory.MemoryRecord(**{**record, "digest": state_digest})
+    new.pop("before_status", None)
+    if unsent is not None:
+        new["before_status"] = unsent
+    memory.write(body, patch, handler_id, new, cause.logger, cycle.keys, known=cycle.records)
 
 
 _UNWRITTEN = object()

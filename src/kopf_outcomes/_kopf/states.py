@@ -15,7 +15,7 @@ from kopf_outcomes._kopf.kopf_runs import options_of
 from kopf_outcomes.digest import hashed, state
 from kopf_outcomes.digest import patched as patched_body
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.memory import MemoryRecord
+from kopf_outcomes.memory import MemoryRecord, about
 
 
 class OperatorsOwn(Protocol):
@@ -60,23 +60,27 @@ def recorded_scope(record: MemoryRecord, now: Scope) -> Scope:
 
 
 def state_of(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause, *,
-             patched: bool = False, scope: Scope | None = None) -> dict[str, Any]:
-    """The state the handler depends on (see :func:`digest`)."""
+             patched: bool = False, scope: Scope | None = None, status: bool = True) -> dict[str, Any]:
+    """The state the handler depends on (see :func:`digest`); ``status=False``: the patch's part in
+    ``status`` left unapplied (see :func:`before_status`)."""
     if raw_body_of(cause) is None:
         return {}
     if scope is None:
         options = options_of(plugins, handler, cause)
-        return state_in(plugins, cycle, cause, options.depends_on, options.ignore or (), patched=patched)
-    return state_in(plugins, cycle, cause, scope.depends_on, scope.ignore, patched=patched)
+        return state_in(plugins, cycle, cause, options.depends_on, options.ignore or (), patched=patched,
+                        status=status)
+    return state_in(plugins, cycle, cause, scope.depends_on, scope.ignore, patched=patched, status=status)
 
 
 def state_in(plugins: PluginManager, cycle: OperatorsOwn, cause: Cause, depends_on: Iterable[str] | None,
-             ignore: Iterable[str], *, patched: bool = False) -> dict[str, Any]:
+             ignore: Iterable[str], *, patched: bool = False, status: bool = True) -> dict[str, Any]:
     """The state in a scope, whoever's it is: a record's own, where its handler is not at hand."""
     body = raw_body_of(cause)
     if body is None:
         return {}
     patch = getattr(cause, "patch", None) if patched else None
+    if patch and not status:
+        patch = {key: value for key, value in patch.items() if key != "status"}
     if patch:
         body = patched_body(body, patch)
     owned = engine.owned_fields(plugins, cause.logger)
@@ -86,12 +90,13 @@ def state_in(plugins: PluginManager, cycle: OperatorsOwn, cause: Cause, depends_
 
 
 def recorded_digest(plugins: PluginManager, cycle: OperatorsOwn, cause: Cause, record: MemoryRecord, *,
-                    patched: bool = False) -> str | None:
+                    patched: bool = False, status: bool = True) -> str | None:
     """The digest of the state in the scope a record was concluded in (it stores it, since it stores
     its ``key``); None for a record from before, whose scope is unknown without its handler."""
     if "key" not in record or raw_body_of(cause) is None:
         return None
-    return hashed(state_in(plugins, cycle, cause, record.get("depends_on"), record.get("ignore", []), patched=patched))
+    return hashed(state_in(plugins, cycle, cause, record.get("depends_on"), record.get("ignore", []), patched=patched,
+                           status=status))
 
 
 def _results(body: Mapping[str, Any], handler_ids: AbstractSet[str]) -> list[tuple[str, ...]]:
@@ -114,10 +119,28 @@ def remembered(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, ca
     return found
 
 
+def before_status(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause,
+                  patched: str) -> str | None:
+    """
+    The digest of the state as the cycle's patch leaves it without its part in ``status``, where
+    that differs from the state it leaves whole (``patched``, its digest; else None): what the
+    object shows with the memory landed and the status write not. Kopf PATCHes the object (the
+    memory with it) before its ``/status`` where the status is a subresource, and a kill between
+    the two leaves this state; the API server prunes a status field its schema lacks, subresource
+    or not. Either way it is the state the handler saw plus some of the operator's own writes of
+    the cycle: a state it acted on.
+    """
+    patch = getattr(cause, "patch", None)
+    if raw_body_of(cause) is None or not patch or "status" not in patch:
+        return None
+    found = hashed(state_of(plugins, cycle, handler, cause, patched=True, status=False))
+    return None if found == patched else found
+
+
 def woken_by(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause,
              previous: MemoryRecord | None) -> list[str] | None:
     """The paths of the handler's state that changed since its previous conclusion, if known."""
     if previous is None:
         return None
     now = state_of(plugins, cycle, handler, cause)
-    return wakeups.changed(previous["digest"], now) if hashed(now) != previous["digest"] else None
+    return wakeups.changed(previous["digest"], now) if not about(previous, hashed(now)) else None

@@ -29,7 +29,7 @@ from kopf_outcomes._kopf.cycle import (
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, KopfResult, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Held, Parked, Polling, Rechecking, Retained
-from kopf_outcomes._kopf.states import digest, remembered, woken_by
+from kopf_outcomes._kopf.states import before_status, digest, remembered, woken_by
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.finalizer import fault, retains
 from kopf_outcomes.kinds import REFUSALS, Effect, Kind, effect_of
@@ -312,7 +312,9 @@ def remember(turn: Turn, outcome: Outcome, result: KopfOutcome) -> None:
             if stored in _KEPT and (run.previous is None or run.previous["outcome"] != stored):
                 ignored = ignore_leftover_release(turn, body, patch)
             woke = woken_by(plugins, cycle, handler, cause, run.previous)
-            new = memory.record(run.previous, digest=remembered(plugins, cycle, handler, cause),
+            state_digest = remembered(plugins, cycle, handler, cause)
+            new = memory.record(run.previous, digest=state_digest,
+                                before_status=before_status(plugins, cycle, handler, cause, state_digest),
                                 outcome=stored,
                                 reason=str(outcome) if not isinstance(outcome, Success) else "",
                                 parked=isinstance(result.exception, Parked), depends_on=run.options.depends_on,
