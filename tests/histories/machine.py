@@ -374,7 +374,7 @@ class Histories(RuleBasedStateMachine):
             # Its write refused (an old view's): a conclusion about another state than the object shows
             # is in it nowhere (safety.md: only one about the state it shows is run again, to land).
             self._judge(run, persisted and not (old_view and refused and run.state != self._state_shown(run.handler)),
-                        stale, written)
+                        stale, written, old_view)
         if old_view:
             self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
         else:
@@ -443,11 +443,16 @@ class Histories(RuleBasedStateMachine):
         """A parent is done when its sub-handlers are: the deletion's leaves decide the finalizer."""
         return [handler for handler in self.leaves if handler.cause == "delete"]
 
-    def _judge(self, run: operator.Run, persisted: bool, stale: bool = False, written: bool = False) -> None:
+    def _judge(self, run: operator.Run, persisted: bool, stale: bool = False, written: bool = False,
+               old_view: bool = False) -> None:
         handler = next(h for h in self.leaves if h.id == run.handler)
-        key, _ = self.keys.setdefault((run.handler, run.state), (run.key, run.own))
-        if key != run.key:  # always: a stale view keeps it too (a record it loses is _lost's, above)
+        key, keyed_own = self.keys.get((run.handler, run.state), (run.key, run.own))
+        if old_view and run.own != keyed_own and key != run.key:
+            pass  # safety.md: an older view without the own writes the key was made with keys the state it shows
+        elif key != run.key:  # always: a stale view keeps it too (a record it loses is _lost's, above)
             _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
+        else:
+            self.keys.setdefault((run.handler, run.state), (run.key, run.own))
         expected = model.UNKNOWN if stale or self.saw_stale else self.records.get(run.handler)
         if expected is not model.UNKNOWN:
             acted = expected is not None and expected == run.state

@@ -489,3 +489,25 @@ def test_an_options_hook_failing_after_a_restart_holds_the_deletion() -> None:
             history.deliver(count=1, latest=False, crash=None)
         assert history.world.runs[-1].faults == {"adjust_outcome": "success", "handler_options": "raise"}
         assert history.api.finalized  # held: its options could not be read
+
+
+def test_an_older_view_without_the_own_write_its_key_was_made_with_keys_the_state_it_shows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a medium run of 2026-12-06 (P3, the oracle's): the parked deletion handler writes its
+    own status; a user's change wakes it, and it is keyed on a view with its own write in it; after a
+    restart a view older than that write (no memory, no own write) keys the state as that view shows
+    it: another key (safety.md: an older view without the own writes a key was made with). The
+    oracle had held such a view to the key of the newer one."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset({"stale-view"}))  # the stale run's own acted (P3)
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"] + ["success"] * 5) as history:
+        history.handler_writes_its_own_status(index=0)
+        history.delete()
+        history.user_changes(field="spec.a", value=1)
+        history.deliver(count=1, crash=None, latest=False)
+        history.another_operator_writes_its_bookkeeping()
+        history.deliver_stale(back=1)
+        history.another_operator_writes_its_bookkeeping()
+        history.restart()
+        history.deliver_stale(back=4)
+        keyed, stale = history.world.runs[-2:]
+        assert keyed.state == stale.state and keyed.own != stale.own and keyed.key != stale.key
