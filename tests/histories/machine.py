@@ -127,6 +127,9 @@ class Histories(RuleBasedStateMachine):
         # (handler, state) → its key, and the operator's own writes in the view it was made from
         self.keys: dict[tuple[str, Any], tuple[str, Any]] = {}
         self.released_by_person: set[str] = set()
+        # Deletion handlers whose conclusion on an old view was refused where the object shows them not
+        # waiting: Kopf keeps its refused removal of the finalizer in the process, to land (safety.md)
+        self.landing: dict[str, frozenset[str]] = {}
         self.tries: collections.Counter[str] = collections.Counter()  # persisted runs: at least Kopf's retries
         self.release_raced = False
         self.releases: list[str] = []  # the release annotations set, in order
@@ -175,6 +178,7 @@ class Histories(RuleBasedStateMachine):
         """A fresh operator process: Kopf's memories and our caches anew, the object listed again."""
         kopf_outcomes.uninstall()
         self.world.options_cached.clear()  # a new process asks the plugins again
+        self.landing.clear()  # Kopf's refused removal was in the old process only
         plugins = [operator.FaultyPlugin(self.world)] if self.with_plugin else []
         has_policy = bool(self.policy.defaults or self.policy.handlers or self.policy.value_error)
         kopf_outcomes.install(entry_points=False, events=False, plugins=plugins,
@@ -320,6 +324,7 @@ class Histories(RuleBasedStateMachine):
         self.records = {handler.id: None for handler in self.leaves}
         self.garbled.append(self.api.version)
         self.unrecorded |= {handler.id for handler in self.leaves}
+        self.landing.clear()  # an unreadable memory holds Kopf's removal (safety.md)
         if any(key.startswith("own-") for key in (self.api.body or {}).get("status") or {}):
             # memory.md: a lost memory keys the state as it is now, the operator's own writes in it
             self.keys = {seen: key for seen, key in self.keys.items() if seen[0] not in self.records}
@@ -337,6 +342,8 @@ class Histories(RuleBasedStateMachine):
             stale = old_view = True  # a view from before the garbage: its write may put the old records back
         recorded = set(self._records_shown())
         retained = self._retentions_shown()
+        for handler_id in self._waits_shown():  # a wait shown again (an old view's write put it back) holds
+            self.landing.pop(handler_id, None)
         self.api.writes_left = crash
         writes_before, runs_before = self.api.kopf_writes, len(self.world.runs)
         refused_before, version_before = self.api.refused, self.api.version
@@ -373,8 +380,12 @@ class Histories(RuleBasedStateMachine):
                     self.keys = {seen: key for seen, key in self.keys.items() if seen[0] != run.handler}
             # Its write refused (an old view's): a conclusion about another state than the object shows
             # is in it nowhere (safety.md: only one about the state it shows is run again, to land).
-            self._judge(run, persisted and not (old_view and refused and run.state != self._state_shown(run.handler)),
-                        stale, written, old_view)
+            lost = old_view and refused and run.state != self._state_shown(run.handler)
+            concluded = self._judge(run, persisted and not lost, stale, written, old_view)
+            if lost and persisted and run.handler not in self._waits_shown():
+                # safety.md: where the object shows it not waiting, the refused conclusion is Kopf's, which
+                # applies its refused removal at a next cycle, before any handler runs, as stock Kopf does
+                self.landing[run.handler] = concluded
         if old_view:
             self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
         else:
@@ -393,6 +404,19 @@ class Histories(RuleBasedStateMachine):
     def _state_shown(self, handler_id: str) -> Any:
         """The handler's state as the object shows it now."""
         return self._state_in(next(h for h in self.leaves if h.id == handler_id), self.api.body)
+
+    def _waits_shown(self) -> set[str]:
+        """The handlers the object's memory shows waiting (memory-annotation.md: pending, a retry after
+        it, a retention), or all where it cannot be read: those hold Kopf's removal (safety.md)."""
+        annotations = (self.api.body or {}).get("metadata", {}).get("annotations") or {}
+        try:
+            records = json.loads(annotations.get(MEMORY_ANNOTATION) or "{}")
+        except ValueError:
+            return {handler.id for handler in self.leaves}
+        if not isinstance(records, dict):
+            return {handler.id for handler in self.leaves}
+        return {hid for hid, record in records.items()
+                if isinstance(record, dict) and record.get("outcome") in ("pending", "retry", "retained")}
 
     def _records_shown(self) -> dict[str, Any]:
         """The handler records the object's memory shows now (none where it is unreadable)."""
@@ -444,7 +468,8 @@ class Histories(RuleBasedStateMachine):
         return [handler for handler in self.leaves if handler.cause == "delete"]
 
     def _judge(self, run: operator.Run, persisted: bool, stale: bool = False, written: bool = False,
-               old_view: bool = False) -> None:
+               old_view: bool = False) -> frozenset[str]:
+        """Check the run (P3) and take its conclusion where it persisted; return what it may conclude."""
         handler = next(h for h in self.leaves if h.id == run.handler)
         key, keyed_own = self.keys.get((run.handler, run.state), (run.key, run.own))
         if old_view and run.own != keyed_own and key != run.key:
@@ -471,6 +496,8 @@ class Histories(RuleBasedStateMachine):
             if handler.cause == "delete":
                 self.status[run.handler] = concluded
                 self.released_by_person.discard(run.handler)
+                self.landing.pop(run.handler, None)
+        return concluded
 
     def _exhausted(self, handler: model.HandlerSpec, run: operator.Run, concluded: frozenset[str]) -> frozenset[str]:
         """A Retry that uses up Kopf's ``retries=`` is a final failure (a Fatal: released, or retained) at
@@ -494,7 +521,7 @@ class Histories(RuleBasedStateMachine):
 
     def _may_go(self, handler: model.HandlerSpec) -> bool:
         possible = self._possible(handler)
-        if possible & model.DONE:
+        if possible & model.DONE or self.landing.get(handler.id, frozenset()) & model.DONE:
             return True
         if model.RETAIN in possible and handler.id in self.released_by_person:
             return True

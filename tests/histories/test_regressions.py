@@ -511,3 +511,34 @@ def test_an_older_view_without_the_own_write_its_key_was_made_with_keys_the_stat
         history.deliver_stale(back=4)
         keyed, stale = history.world.runs[-2:]
         assert keyed.state == stale.state and keyed.own != stale.own and keyed.key != stale.key
+
+
+def test_a_refused_release_lands_at_the_next_cycle_where_no_wait_is_shown() -> None:
+    """Found by the medium full run (1,500 examples; a P1 of the oracle's own): the deletion handler
+    succeeds on a stale view of the deleting object (``spec.a`` 0) after a person changed ``spec.a``
+    to 1; Kopf's removal of the finalizer, tested against that view's resourceVersion, is refused.
+    The object shows no wait of the handler (it never parked), so the refused conclusion is Kopf's:
+    Kopf keeps its removal in the process and applies it at the next cycle, before any handler runs,
+    whatever the object shows then; a change during a deletion runs no concluded deletion handler
+    again (safety.md, "Where the object shows no wait of the handler"). Stock Kopf does the same."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"] * 6) as history:
+        history.delete()
+        history.user_changes(field="spec.a", value=1)
+        history.deliver_stale(back=1)  # the deleting object with spec.a 0: it succeeds, its release refused
+        assert history.api.refused and history.api.finalized
+        deliver_all(history)  # the event with spec.a 0 (refused again), then spec.a 1: the removal lands
+        assert history.api.body is None
+        assert [run.handler for run in history.world.runs] == ["hdl0-delete"]  # run once, on the stale view
+
+
+def test_a_refused_release_is_forgotten_by_a_restart_and_the_handler_runs_again() -> None:
+    """As above, with a restart after the refused release: Kopf's removal was in the old process only,
+    so the handler runs on the object as it is (``spec.a`` 1) before the finalizer goes."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"] * 6) as history:
+        history.delete()
+        history.user_changes(field="spec.a", value=1)
+        history.deliver_stale(back=1)
+        history.restart()
+        deliver_all(history)
+        assert history.api.body is None
+        assert [run.state for run in history.world.runs][-1] != history.world.runs[0].state
