@@ -5,6 +5,7 @@ is for the unit tests): when Kopf moves them, this file is what follows.
 from __future__ import annotations
 
 import contextvars
+import importlib.metadata
 from typing import Any
 
 from kopf._cogs.aiokits import aiotime
@@ -15,10 +16,14 @@ from kopf._cogs.structs import ephemera, references
 from kopf._core.engines import indexing
 from kopf._core.reactor import inventory, processing
 
-__all__ = ["RESOURCE", "aiotime", "api", "configuration", "ephemera", "error", "indexing", "inventory",
-           "processing"]
+__all__ = ["JSON_PATCHED_RELEASE", "RESOURCE", "aiotime", "api", "configuration", "ephemera", "error", "indexing",
+           "inventory", "processing"]
 
 RESOURCE = references.Resource("kopf.dev", "v1", "kopfexamples", namespaced=True)
+
+# Kopf >= 1.38 removes the finalizer with a JSON patch tested against the view's resourceVersion;
+# before, with a merge patch (untested): there an old view's removal lands at once.
+JSON_PATCHED_RELEASE = tuple(int(part) for part in importlib.metadata.version("kopf").split(".")[:2]) >= (1, 38)
 
 
 def error(cls: type[api_errors.APIError], code: int, message: str) -> api_errors.APIError:
