@@ -472,8 +472,12 @@ class Histories(RuleBasedStateMachine):
         """Check the run (P3) and take its conclusion where it persisted; return what it may conclude."""
         handler = next(h for h in self.leaves if h.id == run.handler)
         key, keyed_own = self.keys.get((run.handler, run.state), (run.key, run.own))
-        if old_view and run.own != keyed_own and key != run.key:
-            pass  # safety.md: an older view without the own writes the key was made with keys the state it shows
+        unkept = old_view or self.records.get(run.handler) != run.state  # no record shown carries its key
+        if unkept and run.own != keyed_own and key != run.key:
+            # safety.md: a view whose own writes differ from those the key was made with, and no record
+            # that carries it (an older view, or a record about another state), keys the state it shows
+            if persisted:
+                self.keys[run.handler, run.state] = (run.key, run.own)  # its record carries this one now
         elif key != run.key:  # always: a stale view keeps it too (a record it loses is _lost's, above)
             _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
         else:

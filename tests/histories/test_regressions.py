@@ -542,3 +542,22 @@ def test_a_refused_release_is_forgotten_by_a_restart_and_the_handler_runs_again(
         deliver_all(history)
         assert history.api.body is None
         assert [run.state for run in history.world.runs][-1] != history.world.runs[0].state
+
+
+def test_a_state_keyed_again_after_an_older_views_record_with_the_operators_own_write_gets_its_key() -> None:
+    """Found by a review's replay of 2026-12-06 (P3, the oracle's): a sub-handler parks on ``a=1``
+    (keyed without any own write); an older view (``a=0``) runs it and its record, about ``a=0``, lands
+    with the handler's own write; the next view shows ``a=1`` again, with that own write in it and a
+    record about another state: the key is made from the state as it is now, a new one (safety.md:
+    unless the operator's own writes changed its state since it was given its key)."""
+    parent = HandlerSpec("hdl0-delete", "delete", {}, subs=(HandlerSpec("hdl0-delete/s0", "delete", {}),))
+    with machine.replayed((parent,), ["pending"] + ["success"] * 5) as history:
+        history.delete()
+        history.handler_writes_its_own_status(index=0)
+        history.user_changes(field="spec.a", value=1)
+        history.restart()
+        history.deliver(count=2, crash=None, latest=False)
+        history.deliver_stale(back=2)
+        history.deliver(count=1, crash=None, latest=False)
+        first, _, again = history.world.runs
+        assert first.state == again.state and first.own != again.own and first.key != again.key
