@@ -126,6 +126,7 @@ class Histories(RuleBasedStateMachine):
         self.unrecorded: set[str] = set()  # handlers whose record was lost, not run since (memory.md)
         # (handler, state) → its key, and the operator's own writes in the view it was made from
         self.keys: dict[tuple[str, Any], tuple[str, Any]] = {}
+        self.keys_given: dict[tuple[str, Any], set[str]] = collections.defaultdict(set)  # every key a state had
         self.released_by_person: set[str] = set()
         # Deletion handlers whose conclusion on an old view was refused where the object shows them not
         # waiting: Kopf keeps its refused removal of the finalizer in the process, to land (safety.md)
@@ -472,16 +473,21 @@ class Histories(RuleBasedStateMachine):
         """Check the run (P3) and take its conclusion where it persisted; return what it may conclude."""
         handler = next(h for h in self.leaves if h.id == run.handler)
         key, keyed_own = self.keys.get((run.handler, run.state), (run.key, run.own))
-        unkept = old_view or self.records.get(run.handler) != run.state  # no record shown carries its key
-        if unkept and run.own != keyed_own and key != run.key:
-            # safety.md: a view whose own writes differ from those the key was made with, and no record
-            # that carries it (an older view, or a record about another state), keys the state it shows
+        given = self.keys_given[run.handler, run.state]
+        given.add(key)
+        # safety.md, where a state may get another key: an older view shows a memory from before (with a
+        # key it gave this state then); a view whose own writes differ from those the key was made with,
+        # where no record shown carries that key (an older view, or a record about another state)
+        unkept = old_view or self.records.get(run.handler) != run.state
+        rekeyed = (old_view and run.key in given) or (unkept and run.own != keyed_own)
+        if key != run.key and rekeyed:
             if persisted:
                 self.keys[run.handler, run.state] = (run.key, run.own)  # its record carries this one now
         elif key != run.key:  # always: a stale view keeps it too (a record it loses is _lost's, above)
             _violated(self, f"P3: {run.handler}'s idempotency key changed for an unchanged state: {key} → {run.key}")
         else:
             self.keys.setdefault((run.handler, run.state), (run.key, run.own))
+        given.add(run.key)
         expected = model.UNKNOWN if stale or self.saw_stale else self.records.get(run.handler)
         if expected is not model.UNKNOWN:
             acted = expected is not None and expected == run.state

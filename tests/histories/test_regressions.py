@@ -561,3 +561,22 @@ def test_a_state_keyed_again_after_an_older_views_record_with_the_operators_own_
         history.deliver(count=1, crash=None, latest=False)
         first, _, again = history.world.runs
         assert first.state == again.state and first.own != again.own and first.key != again.key
+
+
+def test_an_older_view_with_the_record_from_before_a_garbled_memory_gives_its_first_key() -> None:
+    """Found by the full run of 2026-12-06 (P3, the oracle's): the deletion handler writes its own
+    status and parks under its first key; garbage in the memory makes the next run key the state
+    afresh (with the own write in it: another key, memory.md); the operator dies before that run's
+    write, and a view older than the garbage shows the first record again: the run on it gets the
+    first key, one this state was given before (safety.md: an older view shows a memory from before)."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"] * 6) as history:
+        history.handler_writes_its_own_status(index=0)
+        history.delete()
+        history.behaviour_changes(behaviour="pending", index=0)
+        history.deliver(count=1, crash=None, latest=False)
+        history.memory_garbled()
+        history.behaviour_changes(behaviour="success", index=0)
+        history.deliver(count=2, crash=0, latest=False)
+        history.deliver_stale(back=1)
+        first, afresh, older = history.world.runs
+        assert first.key == older.key != afresh.key and older.acted
