@@ -83,7 +83,9 @@ def concludes(behaviour: str, handler: HandlerSpec, policy: PolicySpec, faults: 
     elif adjust == "success":
         own = {SUCCESS}
     if handler.cause == "delete" and faults.get("handler_options", "ok") != "ok":
-        own = {RETRY}  # a deletion whose options could not be read is held, the handler run again (safety.md)
+        # A deletion whose options could not be read is held, the handler run again (safety.md); a
+        # Pending keeps the finalizer anyway: it stands.
+        own = {conclusion if conclusion == PENDING else RETRY for conclusion in own}
     if handler.cause != "delete":
         own = {RELEASE if conclusion == RETAIN else conclusion for conclusion in own}  # no finalizer of its own
     observe = faults.get("observe_outcome", "ok")

@@ -580,3 +580,20 @@ def test_an_older_view_with_the_record_from_before_a_garbled_memory_gives_its_fi
         history.deliver_stale(back=1)
         first, afresh, older = history.world.runs
         assert first.key == older.key != afresh.key and older.acted
+
+
+def test_a_pending_under_an_unreadable_options_hook_stands() -> None:
+    """Found by the full run of 2026-12-06 (P3, the model's): a deletion handler's options cannot be
+    read (the plugin raises); its Success is held (safety.md), but its Pending stands, a record about
+    its state, since a Pending keeps the finalizer anyway: its recheck runs with
+    ``acted_on_this_state == True``. The model read every conclusion under the fault as held."""
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["success"] * 6, plugin=True) as history:
+        history.delete()
+        history.plugin_fault_changes(fault=("handler_options", "raise"))
+        history.deliver(count=2, crash=None, latest=False)  # its Success held
+        history.behaviour_changes(behaviour="pending_recheck", index=0)
+        history.deliver(count=1, crash=None, latest=False)  # its Pending stands
+        history.time_passes(seconds=30)
+        history.deliver(count=1, crash=None, latest=False)  # the recheck
+        assert [run.acted for run in history.world.runs] == [False, False, True]
+        assert history.api.finalized
