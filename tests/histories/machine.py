@@ -375,7 +375,8 @@ class Histories(RuleBasedStateMachine):
         written = any(run.handler in self.world.own_writes for run in runs)  # the cycle's own writes
         own_in_view = any(key.startswith("own-") for key in event.object.get("status") or {})
         for run in runs:
-            if run.handler in self.unrecorded:  # its first run since its record was lost
+            if run.handler in self.unrecorded and not old_view:  # its first run since its record was lost
+                # (a view from before the loss shows the record: the loss is not yet its memory)
                 self.unrecorded.discard(run.handler)
                 if own_in_view:  # memory.md: a lost memory keys the state as it is now, own writes in it
                     self.keys = {seen: key for seen, key in self.keys.items() if seen[0] != run.handler}

@@ -597,3 +597,36 @@ def test_a_pending_under_an_unreadable_options_hook_stands() -> None:
         history.deliver(count=1, crash=None, latest=False)  # the recheck
         assert [run.acted for run in history.world.runs] == [False, False, True]
         assert history.api.finalized
+
+
+def test_a_run_on_an_event_queued_before_a_garbled_memory_is_not_the_first_after_the_loss() -> None:
+    """Found by the full run of 2026-12-06 (P3, the oracle"s): garbage is written into the memory while
+    events from before it are queued; the runs on those older views read the record from before (its
+    key), and only the first run on a view with the garbage keys the state afresh, the operator"s own
+    write in it (memory.md). The oracle had spent "the first run after the loss" on the older view."""
+    behaviours = ["pending_recheck", "temporary", "success", "raise_retry", "true", "fatal_release"]
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), behaviours, plugin=True) as history:
+        history.delete()
+        history.plugin_fault_changes(fault=("handler_options", "raise"))
+        history.deliver(count=1, crash=None, latest=False)
+        history.deliver(count=1, crash=None, latest=False)
+        history.behaviour_changes(behaviour="pending_recheck", index=0)
+        history.another_operator_writes_its_bookkeeping()
+        history.another_operator_writes_its_bookkeeping()
+        history.deliver(count=3, crash=None, latest=True)
+        history.behaviour_changes(behaviour="fatal_bad", index=0)
+        history.handler_writes_its_own_status(index=5)
+        history.person_releases(index=0)
+        history.deliver(count=2, crash=None, latest=True)
+        history.delete()
+        history.user_changes(field="status", value=1)
+        history.deliver(count=4, crash=0, latest=False)
+        history.delete()
+        history.time_passes(seconds=700)
+        history.restart()
+        history.another_operator_writes_its_bookkeeping()
+        history.deliver(count=4, crash=None, latest=True)
+        history.memory_garbled()
+        history.handler_writes_its_own_status(index=1)
+        history.deliver(count=4, crash=None, latest=False)
+        assert len({run.key for run in history.world.runs[-3:]}) == 2  # the record's, then the state's afresh
