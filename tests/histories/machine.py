@@ -127,6 +127,9 @@ class Histories(RuleBasedStateMachine):
         # (handler, state) → its key, and the operator's own writes in the view it was made from
         self.keys: dict[tuple[str, Any], tuple[str, Any]] = {}
         self.keys_given: dict[tuple[str, Any], set[str]] = collections.defaultdict(set)  # every key a state had
+        # Records written by a run on an older view: the operator's own writes in that view (the record's
+        # digest is of the state as that view shows it, which the object may not show with them)
+        self.old_view_records: dict[str, Any] = {}
         self.released_by_person: set[str] = set()
         # Deletion handlers whose conclusion on an old view was refused where the object shows them not
         # waiting: Kopf keeps its refused removal of the finalizer in the process, to land (safety.md)
@@ -479,7 +482,8 @@ class Histories(RuleBasedStateMachine):
         # safety.md, where a state may get another key: an older view shows a memory from before (with a
         # key it gave this state then); a view whose own writes differ from those the key was made with,
         # where no record shown carries that key (an older view, or a record about another state)
-        unkept = old_view or self.records.get(run.handler) != run.state
+        unkept = (old_view or self.records.get(run.handler) != run.state
+                  or self.old_view_records.get(run.handler, run.own) != run.own)
         rekeyed = (old_view and run.key in given) or (unkept and run.own != keyed_own)
         if key != run.key and rekeyed:
             if persisted:
@@ -499,6 +503,10 @@ class Histories(RuleBasedStateMachine):
         concluded = self._exhausted(handler, run, model.concludes(run.behaviour, handler, self.policy,
                                                                   run.faults if self.with_plugin else {}))
         if persisted:
+            if old_view:
+                self.old_view_records[run.handler] = run.own
+            else:
+                self.old_view_records.pop(run.handler, None)
             self.tries[run.handler] += 1
             self.records[run.handler] = model.remembered(
                 expected, concluded, run.state, self.policy.option(handler, "remember"),

@@ -630,3 +630,24 @@ def test_a_run_on_an_event_queued_before_a_garbled_memory_is_not_the_first_after
         history.handler_writes_its_own_status(index=1)
         history.deliver(count=4, crash=None, latest=False)
         assert len({run.key for run in history.world.runs[-3:]}) == 2  # the record's, then the state's afresh
+
+
+def test_a_record_an_older_view_wrote_without_the_own_write_rekeys_the_state_that_shows_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the full run of 2026-12-06 (P3, the oracle's): after a restart, a view older than the
+    handler's own write (no memory, no own write) runs the parked deletion handler, and that cycle's
+    record, about the state as the older view shows it, lands beside the own write the object keeps;
+    the next view shows the state with that write, about which no record is: the key is made from it,
+    a new one (safety.md: the older view's write carries the memory as that view shows it)."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset({"stale-view"}))  # the stale runs' own acted (P3)
+    with machine.replayed((HandlerSpec("hdl0-delete", "delete", {}),), ["pending"] + ["success"] * 5) as history:
+        history.delete()
+        history.another_operator_writes_its_bookkeeping()
+        history.handler_writes_its_own_status(index=0)
+        history.deliver_stale(back=1)
+        history.handler_writes_its_own_status(index=0)  # it writes no more
+        history.restart()
+        history.deliver_stale(back=1)
+        history.deliver(count=5, crash=None, latest=False)
+        keys = [run.key for run in history.world.runs]
+        assert keys[0] == keys[1] != keys[-1]
