@@ -213,7 +213,7 @@ async def test_a_retry_with_its_own_status_write_killed_between_the_patches_keep
     assert len({key for _, key in seen}) == 1, seen
 
 
-# --- a downgrade: the older code reads a record with the field ----------------------------------
+# --- a record whose second digest is its digest -------------------------------------------------
 
 async def test_a_record_with_a_second_digest_equal_to_its_digest_is_read(
         server: Server, monkeypatch: pytest.MonkeyPatch) -> None:

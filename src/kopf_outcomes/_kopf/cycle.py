@@ -393,7 +393,7 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
         state_digest = remembered(plugins, own, handler, cause)
         if concluded and unwritten_end(plugins, own, handler, cause, record, state_digest):
             forget(cycle, body, patch, handler_id, cause)
-        else:
+        elif record["digest"] != state_digest:  # about the state the cycle leaves: it stays as it is
             rewrite(cycle, body, patch, cause, handler_id, record, state_digest,
                     before_status(plugins, own, handler, cause, state_digest))
     refresh_unrun_children(plugins, cycle, cause, records)
@@ -425,10 +425,7 @@ def refresh_unrun_children(plugins: PluginManager, cycle: Cycle, cause: Cause,
 def rewrite(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, Any], cause: Cause, handler_id: str,
             record: MemoryRecord, state_digest: str, unsent: str | None) -> None:
     """The record made about the state the cycle's patch leaves (``state_digest``), and that state
-    without its write into ``status`` (``unsent``: None where it is the same); one about it already
-    stays as it is (the cycle writes nothing into its state)."""
-    if record["digest"] == state_digest:
-        return
+    without its write into ``status`` (``unsent``: None where it is the same)."""
     new = memory.MemoryRecord(**{**record, "digest": state_digest})
     new.pop("before_status", None)
     if unsent is not None:
