@@ -377,7 +377,7 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
     of the cycle may have written more), and of those whose state had not changed before this
     cycle: what the operator writes, in any handler's cycle, is never a change for a parked one.
     Each digest is taken in the cycle of its handler (a sub-handler's results are its own). A
-    conclusion that ends the handler's work (:data:`ENDS`) and kept its key (``translation.keeps_key``)
+    conclusion that ends the handler's work (:data:`ENDS`) and kept its key (``concluding.keeps_key``)
     keeps its record only where the cycle writes into its state: a kill after that write and before
     the finalizer's removal runs it again on that state, which its record says it acted on; else it
     ends its record, as ever.
@@ -590,7 +590,7 @@ def current_memory(plugins: PluginManager | None) -> Memory:
         raise NotInstalledError("kopf_outcomes.recall() works only inside a handler of an object, "
                                 "with kopf_outcomes.install() done")
     cycle = of(subsettings_var.get(), cause, handler)
-    cycle.own_recalled().add(str(handler.id))  # its key is given out: a failure keeps it (translation.conclude)
+    cycle.own_recalled().add(str(handler.id))  # its key is given out: a failure keeps it (concluding.remember)
     return memory_of(plugins, cycle, handler, cause)
 
 

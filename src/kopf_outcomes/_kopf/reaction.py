@@ -119,22 +119,23 @@ class Reactions:
                         settings=settings, handler=handler, state=handler_state, cause=cause, lifecycle=lifecycle,
                         extra_context=extra_context, default_errors=default_errors)
                     continue
-                # The steps of Runs.execute_handler_once, inline: no coroutine of ours around Kopf's.
-                if handler_state.message is not None:
-                    if is_parked(handler_state, RETAINED_ONLY):
-                        released = runs.released(cycle, handler, cause, handler_state, settings)
-                        if released is not None:
-                            marked = True
-                            outcomes[handler.id] = released
-                            continue
-                    # A hold (a fault; a child's release retried) is not the handler's: it spent none of its retries=
-                    elif is_held(handler_state) or (is_parked(handler_state) and child_release_retried(
-                            cycle, str(handler.id), raw_body_of(cause) or EMPTY)):
-                        handler_state = unheld(state, handler)
-                errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
+                # The steps of Runs.execute_handler_once, with no coroutine of ours around Kopf's (handler_run).
+                released = runs.begin(cycle, settings, handler, cause, handler_state)
+                if released is not None:
+                    marked = True
+                    outcomes[handler.id] = released
+                    continue
+                # A hold (a fault; a child's release retried) is not the handler's: it spent none of its
+                # retries= (a retained handler, not released, is no hold).
+                if handler_state.message is not None and not is_parked(handler_state, RETAINED_ONLY) and (
+                        is_held(handler_state) or (is_parked(handler_state) and child_release_retried(
+                            cycle, str(handler.id), raw_body_of(cause) or EMPTY))):
+                    handler_state = unheld(state, handler)
+                errors = runs.errors_mode(default_errors)
                 try:
-                    outcome = await runs.kopf_execute(settings, handler, cause, handler_state, lifecycle,
-                                                      extra_context, default_errors)
+                    outcome = await runs.kopf_execute(settings=settings, handler=handler, cause=cause,
+                                                      state=handler_state, lifecycle=lifecycle,
+                                                      extra_context=extra_context, default_errors=default_errors)
                 except Decided as decided:
                     marked = True
                     outcomes[handler.id] = runs.decided(cycle, handler, cause, handler_state, decided)

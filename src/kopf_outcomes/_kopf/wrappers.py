@@ -78,9 +78,7 @@ class Wrappers:
         runs = Runs(plugins, execution.invoke_handler, execution.execute_handler_once)
         # Bound once: the cycle knows its own entry by identity (``is``), on every run.
         self.execute_handler_once = runs.execute_handler_once
-        # Kopf's own parameters, named; a Kopf with other parameters gets them passed on as they are.
-        self.invoke_handler_any = runs.invoke_handler_any
-        self.invoke_handler = runs.invoke_handler if runs.plain_invoke else self.invoke_handler_any
+        self.invoke_handler = runs.invoke_handler
         self.own_writes = OwnWrites()  # this installation's: a new process knows none
         self.execute_handlers_once = Reactions(plugins, runs, self.execute_handler_once,
                                                self.own_writes).execute_handlers_once

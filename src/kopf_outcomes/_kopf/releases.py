@@ -1,0 +1,105 @@
+"""
+A person's release of a retained handler (``outcomes.kopf.zalando.org/release=<handler>@<stamp>``),
+concluded before Kopf would run the handler: the retention ends as a released Fatal's does, or,
+where an observer fails on it, the release (not the handler) is retried at a deadline; one
+withdrawn while its retry waited leaves the handler retained.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+import kopf
+
+from kopf_outcomes import memory
+from kopf_outcomes._kopf import unrecorded
+from kopf_outcomes._kopf.concluding import answered, observed, remember
+from kopf_outcomes._kopf.cycle import Cycle, record_of, release_answers_another, release_stands, released_children
+from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, OperatorSettings
+from kopf_outcomes._kopf.kopf_runs import body_of
+from kopf_outcomes._kopf.marks import PARKED_DELAY, Retained
+from kopf_outcomes._kopf.translation import Turn, fields, turn_of
+from kopf_outcomes.events import attach as attach_events
+from kopf_outcomes.manager import PluginManager
+from kopf_outcomes.outcomes import Fatal
+
+
+def released(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, state: HandlerState,
+             settings: OperatorSettings) -> KopfOutcome | None:
+    """A retained finalizer, released by the annotation a person set (the wake-up checked it);
+    None where the handler is not retained (its progress carries the retained mark: checked first)."""
+    record, body = record_of(cycle, str(handler.id), state), body_of(cause)
+    if record is None or record["outcome"] != "retained" or body is None:
+        return None
+    turn = turn_of(plugins, cycle, handler, cause, state, settings, record)
+    if not release_stands(cycle, str(handler.id), body, record):  # withdrawn while its retry waited
+        return still_retained(turn, record)
+    if not memory.release_answers(body, str(handler.id), record, cycle.keys):  # released through children
+        for child_id, child_record in released_children(cycle, str(handler.id), body).items():
+            child = dataclasses.replace(handler, id=HandlerId(child_id))  # its parent's run is not running it
+            concluded = release(turn_of(plugins, cycle, child, cause, state, settings, child_record), child_record)
+            deadline = getattr(concluded.exception, "deadline", None)
+            if deadline is not None:  # an observer failed on the child's release: both wait for its retry
+                return release_retried(turn, record, deadline)
+    return release(turn, record)
+
+
+def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+    """
+    A person's release of a retained handler, concluded: its retention goes (its record ends as a
+    released Fatal's does: ``keeps_key``; no stamp, no hold), Kopf's failure is final
+    (the finalizer goes, the release annotation with it), and the observers are told. Where one of
+    them fails, the release is retried, not the handler: the handler stays retained as it was (its
+    record, stamp and Kopf's retained mark), the release annotation stays, and the release is
+    attempted again at the retry's deadline (in its record, and ``Parked.deadline`` for the
+    requeue), not before (no busy loop on the cycle's own write), while the annotation still answers
+    it; the handler's function never runs again.
+    """
+    reason = record["reason"]
+    final = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
+    outcome = Fatal(reason, on_delete="release")
+    remember(turn, outcome, final)
+    fallback = observed(turn.plugins, turn.cycle.kind, turn.cycle.keys, turn.run, turn.cause, outcome) \
+        if turn.plugins.observed else None
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    handler_id = str(turn.handler.id)
+    if fallback is None:
+        turn.cause.logger.warning(f"{turn.handler} is released by the annotation {turn.cycle.keys.release!r}; "
+                                  f"the finalizer is no longer retained.")
+        if body is not None and patch is not None and not release_answers_another(turn.cycle, body, patch, handler_id):
+            answered(turn.cycle, body, patch, turn.cause.logger)  # it releases no handler retained later
+        return final
+    attach_events()
+    turn.cause.logger.log(fallback.level, f"The release of {turn.handler} is retried in {fallback.delay:g} s, "
+                                          f"not the handler: {fallback.reason}",
+                          extra=fields(turn.handler, "retry", fallback.reason, delay=fallback.delay))
+    deadline = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=fallback.delay)).isoformat()
+    return release_retried(turn, record, deadline)
+
+
+def release_retried(turn: Turn, record: memory.MemoryRecord, deadline: str) -> KopfOutcome:
+    """The handler stays retained as it was, its release attempted again at ``deadline``: in its
+    record (a restart reads it there), and on Kopf's retained mark (the requeue's wait)."""
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    if body is not None and patch is not None and turn.cycle.persists:
+        handler_id = str(turn.handler.id)
+        unrecorded.concluded(str((body.get("metadata") or {}).get("uid") or ""), handler_id)
+        memory.write(body, patch, handler_id, memory.MemoryRecord(**{**record, "deadline": deadline}),
+                     turn.cause.logger, turn.cycle.keys, known=turn.cycle.records)
+    retained = Retained(record["reason"], record.get("stamp"))
+    retained.deadline = deadline
+    return KopfOutcome(final=False, exception=retained, delay=PARKED_DELAY)
+
+
+def still_retained(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+    """A retained handler whose release, retried, no longer stands when its retry comes (the person
+    removed the annotation): it stays retained, as before the release, and waits for a person."""
+    body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
+    turn.cause.logger.warning(f"{turn.handler} stays retained: the release annotation {turn.cycle.keys.release!r} "
+                              f"whose release was retried no longer releases it.")
+    if body is not None and patch is not None and turn.cycle.persists and "deadline" in record:
+        kept = memory.MemoryRecord(**record)
+        del kept["deadline"]
+        memory.write(body, patch, str(turn.handler.id), kept, turn.cause.logger, turn.cycle.keys,
+                     known=turn.cycle.records)
+    return KopfOutcome(final=False, exception=Retained(record["reason"], record.get("stamp")), delay=PARKED_DELAY)
