@@ -53,9 +53,7 @@ class Cycle:
     """One reaction cycle of one object: the kind of its handlers (decided once, here), its
     memory, read once (only kinds whose progress Kopf persists have one), and its handlers,
     whose results in ``status`` are the operator's own writes (their ids are collected only for
-    a digest). Made only by :func:`make`. Slots, not a named tuple: a slot is read in a few CPU
-    instructions, a named tuple's field through its descriptor in about 150, and a cycle's
-    fields are read some twenty times per cycle."""
+    a digest). Made only by :func:`make`."""
 
     __slots__ = ("keys", "records", "handlers", "state", "kind", "persists", "settings", "children", "tracked",
                  "quiet", "objects", "unreadable", "recalled")
@@ -64,11 +62,11 @@ class Cycle:
     handlers: Collection[Handler]
     state: State | None
     kind: Kind
-    persists: bool  # the kind's: only then a memory, parking, rechecks (read once: a property costs)
+    persists: bool  # the kind's: only then a memory, parking, rechecks
     unreadable: bool  # the object has a memory of ours, and none of it could be read (or is the object's)
     settings: OperatorSettings
     # The four below are the shared, read-only NONE_YET or NO_IDS until the cycle's first write
-    # (``own_*``): most cycles write none of them, and each container made cost every cycle.
+    # (``own_*``): most cycles write none of them.
     # Parents some of whose unfinished sub-handlers wait for us: what the parent then waits for
     # (all of them: a Pending; only held ones Kopf retries: a Held; else the delay of Kopf's retry of the children).
     children: Mapping[str, Pending | Held | float]
@@ -81,6 +79,14 @@ class Cycle:
     # The other objects of handlers with ``depends_on_objects`` (and their fingerprint), taken
     # before any handler of the cycle runs: what they see and conclude about.
     objects: Mapping[str, dependents.Taken]
+
+    def __init__(self, settings: OperatorSettings, keys: MemoryKeys, kind: Kind, handlers: Collection[Handler],
+                 state: State | None, records: Mapping[str, MemoryRecord], unreadable: bool) -> None:
+        self.settings, self.keys, self.kind, self.handlers, self.state = settings, keys, kind, handlers, state
+        self.persists = kind in PERSISTING
+        self.records, self.unreadable = records, unreadable
+        self.children = self.tracked = self.objects = NONE_YET
+        self.quiet = self.recalled = NO_IDS
 
     @property
     def registry(self) -> Any:
@@ -150,37 +156,18 @@ KEYS = _KeysByFinalizer()
 
 def make(settings: OperatorSettings, cause: Cause, handlers: Collection[Handler],
          state: State | None = None) -> Cycle:
-    """The context of a cycle: the handlers' kind decided, the object's memory read once."""
+    """The context of a cycle: the handlers' kind decided, the object's memory read once (only kinds
+    whose progress Kopf persists have one; most objects have none, and nothing is parsed for them)."""
     keys = KEYS[settings.persistence.finalizer]
     kind = kind_of(cause, handlers)
-    persists = kind in PERSISTING  # Kind.persists, without its call
-    records: Mapping[str, MemoryRecord] = {}
+    records: Mapping[str, MemoryRecord] = NONE_YET
     unreadable = False
-    if persists:  # raw_body_of and memory.read's gate, inline (every cycle; most objects have no memory)
-        body: Mapping[str, Any] | None
-        try:  # attributes, not getattr(): a change's cause has a body, and Kopf's Body its raw dict
-            body = cause.body._src  # type: ignore[attr-defined]
-        except AttributeError:  # a plain mapping, or no body
-            body = getattr(cause, "body", None)
-        annotations = (body.get("metadata") or EMPTY).get("annotations") if body is not None else None
-        if annotations and keys.memory in annotations and body is not None:
-            records = memory.own(memory.read(body, cause.logger, keys), body)
-            unreadable = not records
-    cycle = _new(Cycle)  # its slots set here: an __init__ would cost every cycle a Python call
-    cycle.keys = keys
-    cycle.records = records
-    cycle.handlers = handlers
-    cycle.state = state
-    cycle.kind = kind
-    cycle.persists = persists
-    cycle.unreadable = unreadable
-    cycle.settings = settings
-    cycle.children = cycle.tracked = cycle.objects = NONE_YET
-    cycle.quiet = cycle.recalled = NO_IDS
-    return cycle
-
-
-_new = object.__new__
+    body = raw_body_of(cause) if kind in PERSISTING else None
+    annotations = (body.get("metadata") or EMPTY).get("annotations") if body is not None else None
+    if body is not None and annotations and keys.memory in annotations:
+        records = memory.own(memory.read(body, cause.logger, keys), body)
+        unreadable = not records
+    return Cycle(settings, keys, kind, handlers, state, records, unreadable)
 
 
 def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
@@ -188,12 +175,12 @@ def of(settings: OperatorSettings, cause: Cause, handler: Handler) -> Cycle:
     return _cycle.get() or make(settings, cause, (handler,))
 
 
-# The cycle's context (a C call: it is on every run). None only where Kopf's execute_handler_once
-# is called without its execute_handlers_once: Kopf itself never does (daemons and timers go
-# through it too), callers of Kopf's internals (and the overhead benchmark) may.
+# The cycle's context. None only where Kopf's execute_handler_once is called without its
+# execute_handlers_once: Kopf itself never does (daemons and timers go through it too), callers of
+# Kopf's internals (and the overhead benchmark) may.
 current = _cycle.get
 # Make a cycle's context current (``enter(make(...))``), and ``end()`` it with the token that
-# ``enter`` gave: C calls too, on every cycle.
+# ``enter`` gave.
 enter = _cycle.set
 end = _cycle.reset
 
