@@ -79,17 +79,16 @@ def observe(plugins: PluginManager, run: HandlerRun, outcome: Outcome, patch: Mu
     the run falls back to a retry. The usual run (nothing in the patch before or after, and quick)
     costs the observers' call and a few checks around it: it is on every observed run.
     """
-    # Kopf's patch functions (1.44+) may change anything. Kopf's Patch keeps them in ``_fns`` (its
-    # ``fns`` is a property: a Python call on every observed run); older Kopfs have none.
+    # Kopf's patch functions (1.44+) may change anything. Kopf's Patch keeps them in ``_fns``; older Kopfs have none.
     functions: list[object] = getattr(patch, "_fns", _NO_FUNCTIONS)
     before = _Snapshot.of(patch, protected, functions) if len(patch) or functions else None
-    started = _monotonic()
+    started = time.monotonic()
     try:
         plugins.observe_outcome(run, outcome, patch)
     except BaseException as e:  # noqa: B036
         return _settle(plugins, run, patch, protected, functions, before, started, e)
     if (before is None and not len(patch) and not functions and getattr(patch, "_fns", functions) is functions
-            and _monotonic() - started <= SLOW_HOOK):
+            and time.monotonic() - started <= SLOW_HOOK):
         return None  # the usual run: nothing was in the patch, nothing is, and the observers were quick
     return _settle(plugins, run, patch, protected, functions, before, started, None)
 
@@ -98,8 +97,8 @@ def _settle(plugins: PluginManager, run: HandlerRun, patch: MutableMapping[str, 
             functions: list[object], before: _Snapshot | None, started: float,
             failure: BaseException | None) -> PluginFailure | None:
     """After the observers, the unusual run: report them if slow, undo what they may not change."""
-    if _monotonic() - started > SLOW_HOOK:
-        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", _monotonic() - started)
+    if time.monotonic() - started > SLOW_HOOK:
+        _report_slow(plugins, run, "kopf_outcomes_observe_outcome", time.monotonic() - started)
     if before is None:  # nothing was in the patch, no patch functions either: undo back to nothing
         before = _Snapshot(_guarded_parts({}, protected), _ABSENT, functions, [], {})
     if before.undo_forbidden(patch, protected) and failure is None:
@@ -112,7 +111,6 @@ def _settle(plugins: PluginManager, run: HandlerRun, patch: MutableMapping[str, 
     return contained(plugins, run, failure)
 
 
-_monotonic = time.monotonic  # a module's attribute costs a lookup more, on every observed run
 _NO_FUNCTIONS: list[object] = []  # a patch without Kopf's patch functions: observers cannot add any
 
 

@@ -36,8 +36,7 @@ class Kind(str, enum.Enum):
         return self in PERSISTING
 
 
-# The kinds that persist (``Kind.persists``): a tuple, so that the check on every cycle is C
-# code (a property is a Python call, and so is an Enum's hash).
+# The kinds that persist (``Kind.persists``).
 PERSISTING = (Kind.CHANGE, Kind.SUBHANDLER)
 
 

@@ -141,8 +141,7 @@ _cycle: contextvars.ContextVar[Cycle | None] = contextvars.ContextVar("kopf_outc
 
 
 class _KeysByFinalizer(dict[str | None, MemoryKeys]):
-    """The memory's keys of an operator, by its finalizer (Kopf's public setting), each made once:
-    ``KEYS[settings.persistence.finalizer]`` is a lookup on every cycle, not a call."""
+    """The memory's keys of an operator, by its finalizer (Kopf's public setting), each made once."""
 
     def __missing__(self, finalizer: str | None) -> MemoryKeys:
         if len(self) >= 64:  # an operator has one finalizer; tests and tools may make many

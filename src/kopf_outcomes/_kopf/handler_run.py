@@ -12,10 +12,11 @@ One handler run, top to bottom, around Kopf's own ``execute_handler_once``:
 4. **the conclusion kept and told** (:func:`.concluding.conclude`): remembered in the object's
    memory, then told to the observers.
 
-A reaction cycle (:mod:`.reaction`) calls :meth:`Runs.begin`, Kopf's ``execute_handler_once`` and
-:meth:`Runs.end` itself, with no coroutine of ours around Kopf's: a coroutine layer costs every run
-about 1 % of its instructions (benchmarks README, "the floor"). :meth:`Runs.execute_handler_once`
-is the same three steps for callers of Kopf's internals that enter it outside of a cycle.
+A reaction cycle (:mod:`.reaction`) takes these steps itself (:meth:`Runs.begin`, Kopf's
+``execute_handler_once``, :meth:`Runs.decided` or :meth:`Runs.concluded`), with no coroutine of ours
+around Kopf's: a coroutine layer costs every run about 1 % of its instructions (benchmarks README,
+"the floor"). :meth:`Runs.execute_handler_once` is the same steps for callers of Kopf's internals
+that enter it outside of a cycle.
 """
 from __future__ import annotations
 

@@ -203,22 +203,12 @@ def select(plugins: PluginManager, cycle: Cycle, handlers: Collection[Handler], 
     """The handlers to run (Kopf's awakened ones, and ours that are due or woken), those woken by
     us, those that wait for us, and the seconds until each of ours is looked at again."""
     todo: list[Handler] = []
-    if not cycle.records and not unknown:  # no memory, no schedule of ours: the loop below, without them
-        woke: Sequence[Handler] = ()  # none, in most cycles: no lists made for nothing (nor waiting, nor waits)
-        for h in handlers:
-            handler_state: HandlerState = state[h.id]  # type: ignore[assignment]
-            if handler_state.awakened:
-                todo.append(h)
-            elif wakes(plugins, cycle, h, cause, handler_state):  # parked, its memory lost: it concludes afresh
-                todo.append(h)
-                woke = [*woke, h]
-        return todo, woke, (), ()
     woken: list[Handler] = []
     waiting: list[HandlerId] = []
     waits: list[float] = []
     now = datetime.datetime.now(datetime.timezone.utc) if cycle.records else None
     for h in handlers:
-        handler_state = state[h.id]  # type: ignore[assignment]  # progress_of, inline: every cycle
+        handler_state = progress_of(state, h)
         wait = None if now is None or handler_state.finished else recheck_wait(plugins, cycle, h, cause, now)
         due = None if now is None or handler_state.finished else deadlines.wait(
             record_of(cycle, str(h.id), handler_state), now)  # a retained record counts only where marked so
