@@ -72,7 +72,7 @@ async def test_an_own_status_write_the_api_server_prunes_in_part_does_not_restar
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "src/kopf_outcomes/_kopf/states.py before_status() / cycle.py refresh(): each record's second digest "
+    "src/kopf_outcomes/_kopf/states.py before_status() / refreshing.py refresh(): each record's second digest "
     "is of the state without the whole cycle's status write, the other handlers' parts included; where "
     "the API server prunes one handler's part and keeps another's, the object shows neither state of "
     "the pruned handler's record, and it is woken once more as not having acted, under another key"))

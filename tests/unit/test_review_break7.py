@@ -1,7 +1,7 @@
 """
-Attempts to break a person's release retried after an observer failed on it (translation.release,
+Attempts to break a person's release retried after an observer failed on it (releases.release,
 the ``deadline`` of a retained record), and the memory written before the observers are told
-(translation.conclude), through Kopf's real processing of one object (:mod:`.one_object`).
+(concluding.conclude), through Kopf's real processing of one object (:mod:`.one_object`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Success
-from kopf_outcomes._kopf import cycle, unrecorded
+from kopf_outcomes._kopf import retentions, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.one_object import Operator, Server, server
 from tests.unit.releases import stamped
@@ -32,7 +32,7 @@ def installed(unpatched: None) -> Iterator[None]:
     kopf_outcomes.install(entry_points=False, events=False, plugins=[Fails()])
     Fails.armed, Fails.told = {}, []
     unrecorded._final.clear()  # this process's conclusions: each test is a new process
-    cycle._SAID.clear()  # and the retries it said to wait
+    retentions._SAID.clear()  # and the retries it said to wait
     yield
     unrecorded._final.clear()
 

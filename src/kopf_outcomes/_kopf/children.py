@@ -6,7 +6,7 @@ parent's run, and retries the parent while any child is unfinished (``HandlerChi
 with the children's shortest delay: ten years for a parked child). When every unfinished child
 waits for us (parked, rechecking or retained), the parent is parked or rechecks too, with its
 own memory: a change of its state wakes it, and its run wakes the children whose state changed.
-A person's release of a retained child wakes the parent as well (``cycle.wakes``), and a child's
+A person's release of a retained child wakes the parent as well (``waiting.wakes``), and a child's
 deadline is the parent's too (it runs the child then): a pending child's escalation, a retained
 child's release retried after an observer failed on it. When some
 child is Kopf's own (a ``TemporaryError``), Kopf's retry of the children stands, but with the
@@ -76,7 +76,7 @@ def waiting(handlers: Collection[Handler], state: State, outcomes: Mapping[Handl
             if record.get("recheck"):
                 rechecks.append(float(record["recheck"]))
             # A pending child's escalation; a retained child's release retried (an observer failed on
-            # it), while its retry is to come (one come wakes the parent as a release: cycle.wakes).
+            # it), while its retry is to come (one come wakes the parent as a release: waiting.wakes).
             if not retained or deadlines.retrying(record):
                 due.extend(filter(None, [deadlines.moment(record.get("deadline"))]))
         verb = "retains the finalizer" if retained else "is pending"

@@ -12,19 +12,13 @@ from typing import Any
 
 from kopf_outcomes import engine, memory, objects, wakeups
 from kopf_outcomes._kopf import dependents, unrecorded
-from kopf_outcomes._kopf.cycle import (
-    ENDS,
-    Cycle,
-    current,
-    forget,
-    memory_of,
-    records_as_patched,
-    release_answers_another,
-    unwritten_end,
-)
+from kopf_outcomes._kopf.cycle import Cycle, current, records_as_patched
 from kopf_outcomes._kopf.internals import Cause, Handler, KopfOutcome, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import Parked, Rechecking, Retained
+from kopf_outcomes._kopf.recall import memory_of
+from kopf_outcomes._kopf.refreshing import ENDS, forget, unwritten_end
+from kopf_outcomes._kopf.retentions import release_answers_another
 from kopf_outcomes._kopf.states import before_status, digest, remembered, woken_by
 from kopf_outcomes._kopf.translation import Turn, observer_failed
 from kopf_outcomes.kinds import Kind
@@ -38,7 +32,7 @@ _NOT_THE_OBJECTS = (Kind.WEBHOOK, Kind.INDEX)  # their patch is not the object's
 
 # What a conclusion woken by its other objects alone does not store: why's view of them, and the key
 # of a state that differs from the stored one only by those objects (the stored key stays the key of
-# the stored state; a run about the new objects makes its key from them, see cycle.memory_of).
+# the stored state; a run about the new objects makes its key from them, see recall.memory_of).
 _UNSTORED_WHEN_QUIET = frozenset({"seen", "key"})
 
 
@@ -145,9 +139,9 @@ def stamp_of(result: KopfOutcome, previous: memory.MemoryRecord | None) -> str |
 def keeps_key(turn: Turn, known: memory.Memory) -> bool:
     """Whether the run's key was given out (``recall()``), in this run or an earlier one about its
     state: then a record keeps it for the state as the cycle's writes leave it (its own, later
-    handlers', observers': see ``cycle.refresh``), so that no write of the operator gives the next
+    handlers', observers': see ``refreshing.refresh``), so that no write of the operator gives the next
     run another key. A Retry or error that concluded nothing keeps it ``acted: false``; a Success or a
-    released Fatal (``cycle.ENDS``) keeps it only where the cycle writes into its state (``cycle.refresh``
+    released Fatal (``refreshing.ENDS``) keeps it only where the cycle writes into its state (``refreshing.refresh``
     ends it otherwise): a kill after that write, before the finalizer's removal, runs it again on the
     state it acted on."""
     return known.about_this_state or str(turn.handler.id) in turn.cycle.recalled

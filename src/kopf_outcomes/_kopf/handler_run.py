@@ -29,17 +29,7 @@ from typing import Any
 from kopf_outcomes import engine
 from kopf_outcomes._kopf import kopf_runs, releases, requeue, stock_kinds, translation
 from kopf_outcomes._kopf.concluding import conclude, tell
-from kopf_outcomes._kopf.cycle import (
-    EMPTY,
-    KEYS,
-    RETAINED_ONLY,
-    Cycle,
-    current,
-    holds_retained_child,
-    is_parked,
-    of,
-    record_of,
-)
+from kopf_outcomes._kopf.cycle import EMPTY, KEYS, RETAINED_ONLY, Cycle, current, is_parked, of, record_of
 from kopf_outcomes._kopf.internals import (
     CHANGE,
     Cause,
@@ -57,6 +47,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import build, option
 from kopf_outcomes._kopf.marks import Held
+from kopf_outcomes._kopf.retentions import holds_retained_child
 from kopf_outcomes.finalizer import fault
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager

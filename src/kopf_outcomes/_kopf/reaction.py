@@ -16,21 +16,13 @@ from kopf_outcomes._kopf.cycle import (
     EMPTY,
     RETAINED_ONLY,
     Cycle,
-    child_release_retried,
     current,
-    discard_unreadable,
     end,
     enter,
     is_held,
     is_parked,
     make,
-    observe_object,
-    prune,
-    recheck_wait,
     record_of,
-    refresh,
-    track,
-    wakes,
 )
 from kopf_outcomes._kopf.handler_run import Decided, Runs
 from kopf_outcomes._kopf.internals import (
@@ -58,6 +50,9 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.marks import Parked, Rechecking
 from kopf_outcomes._kopf.own_writes import OwnWrites
+from kopf_outcomes._kopf.refreshing import discard_unreadable, prune, refresh, track
+from kopf_outcomes._kopf.retentions import child_release_retried
+from kopf_outcomes._kopf.waiting import observe_object, recheck_wait, wakes
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
 

@@ -14,10 +14,11 @@ import kopf
 from kopf_outcomes import memory
 from kopf_outcomes._kopf import unrecorded
 from kopf_outcomes._kopf.concluding import answered, observed, remember
-from kopf_outcomes._kopf.cycle import Cycle, record_of, release_answers_another, release_stands, released_children
+from kopf_outcomes._kopf.cycle import Cycle, record_of
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, OperatorSettings
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Retained
+from kopf_outcomes._kopf.retentions import release_answers_another, release_stands, released_children
 from kopf_outcomes._kopf.translation import Turn, fields, turn_of
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.manager import PluginManager

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from kopf_outcomes._kopf import cycle, translation
+from kopf_outcomes._kopf import translation
+from kopf_outcomes._kopf.cycle import Cycle, end, enter
 from kopf_outcomes._kopf.internals import (
     Cause,
     ErrorsMode,
@@ -47,11 +48,11 @@ async def invoke(invoke_handler: Callable[..., Any], kwargs: dict[str, Any]) -> 
     return result
 
 
-async def handlers_once(execute_handler_once: Callable[..., Any], context: cycle.Cycle, lifecycle: LifeCycleFn,
+async def handlers_once(execute_handler_once: Callable[..., Any], cycle: Cycle, lifecycle: LifeCycleFn,
                         settings: OperatorSettings, handlers: Collection[Handler], cause: Cause, state: State,
                         extra_context: ExtraContext, default_errors: ErrorsMode) -> Mapping[HandlerId, KopfOutcome]:
     """Kopf's ``execute_handlers_once`` as it is, with Kopf's own ``execute_handler_once``."""
-    token = cycle.enter(context)
+    token = enter(cycle)
     try:
         handlers_todo = [h for h in handlers if state[h.id].awakened]
         handlers_plan = lifecycle(handlers_todo, state=state, **cause.kwargs)
@@ -62,7 +63,7 @@ async def handlers_once(execute_handler_once: Callable[..., Any], context: cycle
                     settings=settings, handler=handler, state=state[handler.id], cause=cause,
                     lifecycle=lifecycle, extra_context=extra_context, default_errors=default_errors)
             except Refused as refused:
-                outcomes[handler.id] = translation.refuse(context.kind, handler, refused.outcome, cause.logger)
+                outcomes[handler.id] = translation.refuse(cycle.kind, handler, refused.outcome, cause.logger)
         return outcomes
     finally:
-        cycle.end(token)
+        end(token)

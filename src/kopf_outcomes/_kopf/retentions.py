@@ -1,0 +1,97 @@
+"""
+Which retentions a person's release answers: the release annotation read against the records of a
+cycle's memory (a handler's own, its retained sub-handlers', another handler's), and a release
+that waits for its retry. A forged or leftover value can only keep a finalizer, never free one.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kopf_outcomes import memory
+from kopf_outcomes._kopf import deadlines
+from kopf_outcomes._kopf.cycle import EMPTY, Cycle, records_as_patched
+from kopf_outcomes._kopf.internals import (
+    Cause,
+    Handler,
+)
+from kopf_outcomes.memory import MemoryRecord
+
+
+def release_waits(cycle: Cycle, handler: Handler, cause: Cause, body: Mapping[str, Any], record: MemoryRecord) -> bool:
+    """Whether a person's release of this retained handler waits for its retry (an observer failed on
+    it), said once per retry: a deadline from another replica or a forged one would hold it silently.
+    One further ahead than a retry sets it is garbage (:func:`.deadlines.far_ahead`): the release is
+    attempted now, said at ERROR."""
+    deadline = record.get("deadline")
+    far, waits = deadlines.far_ahead(record), deadlines.retrying(record)
+    said = (str((body.get("metadata") or EMPTY).get("uid") or ""), str(handler.id), str(deadline))
+    if (far or waits) and said not in _SAID:
+        if len(_SAID) >= 1024:
+            _SAID.clear()
+        _SAID.add(said)
+        if far:
+            cause.logger.error(f"The retry of the release of {handler} is due at {deadline}, further ahead than any "
+                               f"retry is set (forged, or written by a clock far ahead): ignored, the release is "
+                               f"attempted now.")
+        else:
+            cause.logger.warning(f"The release of {handler} by the annotation {cycle.keys.release!r} waits for its "
+                                 f"retry at {deadline} (an observer failed on it); the finalizer is kept until then.")
+    return waits
+
+
+_SAID: set[tuple[str, str, str]] = set()  # the retries said to wait (uid, handler, deadline): once each
+
+
+def unanswered_release(cycle: Cycle, handler: Handler, cause: Cause, body: Mapping[str, Any],
+                       record: MemoryRecord) -> None:
+    """A release that names this retained handler without its retention's stamp (the old form, ``*``,
+    or another retention's stamp) cannot tell this retention from one it was not meant for: it is
+    held, never released, and the ERROR says the value that releases it."""
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(cycle.keys.release)
+    if not memory.release_requested(body, str(handler.id), cycle.keys) or record.get("ignored_release") == value:
+        return
+    cause.logger.error(f"The release annotation {cycle.keys.release}={value!r} does not release {handler}: a "
+                       f"release must carry the stamp of the retention it answers. To release it, annotate: "
+                       f"{cycle.keys.release}={memory.release_value(str(handler.id), record)}")
+
+
+def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
+    """Whether a sub-handler of this parent (of any depth) retains the finalizer: the parent then
+    holds it too, whatever ends the parent (a forged record can only keep a finalizer, never free one)."""
+    prefix = f"{parent_id}/"
+    return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
+               for handler_id, record in cycle.records.items())
+
+
+def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
+    """Whether a person released a retained sub-handler of this parent (of any depth)."""
+    return bool(released_children(cycle, parent_id, body))
+
+
+def released_children(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> dict[str, MemoryRecord]:
+    """The retained sub-handlers of this parent (of any depth) that a person released, their retry come."""
+    prefix = f"{parent_id}/"
+    return {handler_id: record for handler_id, record in cycle.records.items()
+            if handler_id.startswith(prefix) and record["outcome"] == "retained"
+            and memory.release_answers(body, handler_id, record, cycle.keys) and not deadlines.retrying(record)}
+
+
+def child_release_retried(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
+    """Whether the parent runs for a retained sub-handler's release retried (an observer failed on it),
+    now due: a hold, not the parent's (like :class:`.marks.Held`), it spends none of its retries=/timeout=."""
+    return any("deadline" in record for record in released_children(cycle, parent_id, body).values())
+
+
+def release_stands(cycle: Cycle, handler_id: str, body: Mapping[str, Any], record: MemoryRecord) -> bool:
+    """Whether a person's release of this retained handler stands (its own, or a retained sub-handler's)."""
+    return memory.release_answers(body, handler_id, record, cycle.keys) or child_released(cycle, handler_id, body)
+
+
+def release_answers_another(cycle: Cycle, body: Mapping[str, Any], patch: Mapping[str, Any], handler_id: str) -> bool:
+    """Whether the release annotation still releases a retained handler other than this one, as the
+    cycle's patch leaves the memory: ``*`` answers every handler retained when it was set, under any
+    lifecycle (Kopf's default runs one handler per cycle), so it stays until the last of them goes."""
+    return any(other != handler_id and record["outcome"] == "retained"
+               and memory.release_answers(body, other, record, cycle.keys)
+               for other, record in records_as_patched(cycle, patch).items())
