@@ -214,8 +214,8 @@ def test_an_invalid_policy_leaves_an_existing_installation_as_it_was(tmp_path: P
 
 def test_a_kopf_whose_invoke_handler_has_other_parameters_gets_them_passed_on(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The wrapper passes on whatever Kopf gives: a Kopf with other parameters (a newer one, opted
-    in) gets them passed on as they are."""
+    """The wrapper names Kopf's parameters (1.37-1.45) one by one; a Kopf with others (a newer
+    one, opted in) gets the wrapper that passes whatever Kopf gives."""
     received: list[dict[str, Any]] = []
 
     async def invoke_handler(*, handler: Any, cause: Any, retry: int, newer: str, **rest: Any) -> str:
@@ -229,7 +229,7 @@ def test_a_kopf_whose_invoke_handler_has_other_parameters_gets_them_passed_on(
     try:
         kopf_outcomes.install(entry_points=False)
         assert installation._patch is not None
-        assert execution.invoke_handler == installation._patch.invoke_handler
+        assert execution.invoke_handler == installation._patch.invoke_handler_any
         result = asyncio.run(execution.invoke_handler(handler=object(), cause=object(), retry=2, newer="given",
                                                       settings=None, subrefs=set()))
     finally:

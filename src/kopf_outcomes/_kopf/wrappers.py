@@ -78,7 +78,8 @@ class Wrappers:
         runs = Runs(plugins, execution.invoke_handler, execution.execute_handler_once)
         # Bound once: the cycle knows its own entry by identity (``is``), on every run.
         self.execute_handler_once = runs.execute_handler_once
-        self.invoke_handler = runs.invoke_handler
+        self.invoke_handler_any = runs.invoke_handler_any  # a Kopf whose invoke_handler has other parameters
+        self.invoke_handler = runs.invoke_handler if runs.plain_invoke else self.invoke_handler_any
         self.own_writes = OwnWrites()  # this installation's: a new process knows none
         self.execute_handlers_once = Reactions(plugins, runs, self.execute_handler_once,
                                                self.own_writes).execute_handlers_once
