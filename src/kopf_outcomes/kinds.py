@@ -5,7 +5,9 @@ Kopf runs every kind of handler through the same functions, but an outcome does 
 same everywhere: a change handler that is ``Pending`` keeps its object's finalizer and waits
 for the object to change; a timer has no finalizer and ticks again anyway; a webhook must
 answer the API server now. The kind is decided once, where Kopf calls us (the Kopf boundary),
-and every later step asks this table. ``docs/reference/kinds.md`` shows it to users.
+and every later step asks this table. ``docs/reference/kinds.md`` shows it to users. The sets
+of kinds that every cycle checks are tuples (a membership test in C: a property and an Enum's
+hash are Python calls).
 """
 from __future__ import annotations
 
@@ -67,7 +69,7 @@ _TABLE: dict[Kind, tuple[Effect, Effect, Effect, Effect]] = {
     Kind.INDEX: (Effect.REFUSE, Effect.REFUSE, Effect.REFUSE, Effect.REFUSE),
 }
 
-# The kinds whose row refuses every outcome (a tuple, as PERSISTING): Kopf's own, untouched. No
+# The kinds whose row refuses every outcome: Kopf's own, untouched. No
 # plugin, policy, memory or observer sees their runs, so none can turn a result into an outcome
 # there (the library's own indexers are of this kind: a plugin failing on a child, or a global
 # ``explicit_completion``, must not drop the child from the index); only an outcome that the

@@ -28,7 +28,7 @@ from kopf_outcomes import values
 from kopf_outcomes.digest import digest
 from kopf_outcomes.objects import ObjectRef
 
-__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "present", "read",
+__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "read",
            "consume_release", "own", "release_answers", "record", "release_requested", "release_value", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
@@ -208,12 +208,6 @@ def keys_for(finalizer: str | None) -> MemoryKeys:
 DEFAULT_KEYS = keys_for(None)
 _MAX_REPORTED = 1000
 _reported_garbage: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
-
-
-def present(body: Mapping[str, Any], keys: MemoryKeys = DEFAULT_KEYS) -> bool:
-    """Whether the object has this operator's memory at all (cheap: nothing is parsed)."""
-    annotations: Mapping[str, Any] = (body.get("metadata") or {}).get("annotations") or {}
-    return keys.memory in annotations
 
 
 def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any],
