@@ -5,9 +5,7 @@ Kopf runs every kind of handler through the same functions, but an outcome does 
 same everywhere: a change handler that is ``Pending`` keeps its object's finalizer and waits
 for the object to change; a timer has no finalizer and ticks again anyway; a webhook must
 answer the API server now. The kind is decided once, where Kopf calls us (the Kopf boundary),
-and every later step asks this table. ``docs/reference/kinds.md`` shows it to users. The sets
-of kinds that every cycle checks are tuples (a membership test in C: a property and an Enum's
-hash are Python calls).
+and every later step asks this table. ``docs/reference/kinds.md`` shows it to users.
 """
 from __future__ import annotations
 

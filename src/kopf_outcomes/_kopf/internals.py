@@ -4,10 +4,8 @@ Kopf's private modules and types, imported here and nowhere else.
 Kopf's layout used here is stable since 1.35; the supported range is checked at install time
 so that an operator on an untested Kopf fails loudly at start instead of misbehaving later.
 
-What runs on every cycle or handler run here avoids Python calls it need not make: the ``Kind``
-members compared are module constants (an Enum class's attribute is a call), Kopf's protocol-typed
-values are annotated rather than ``cast()``, and a run's runtime is computed in floats rather than
-by Kopf's datetime arithmetic.
+A run's runtime is computed in floats (:func:`runtime_of`), not by Kopf's datetime arithmetic,
+which costs about a microsecond on every observed run.
 """
 from __future__ import annotations
 
@@ -105,7 +103,6 @@ _KINDS: tuple[tuple[type[Any], Kind], ...] = (
     (causes.ActivityCause, Kind.ACTIVITY),
 )
 CHANGE, SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER
-_ACTIVITY, _AUTHENTICATION = Kind.ACTIVITY, causes.Activity.AUTHENTICATION
 _KIND_OF_TYPE: dict[type[Any], Kind] = {}  # by the cause's exact type, once found
 
 
@@ -126,7 +123,7 @@ def kind_of(cause: Cause, handlers: Collection[Handler]) -> Kind:
         _KIND_OF_TYPE[cause.__class__] = kind
     if kind is CHANGE and handler_var.get(None) is not None:
         return SUBHANDLER
-    if kind is _ACTIVITY and getattr(cause, "activity", None) is _AUTHENTICATION:
+    if kind is Kind.ACTIVITY and getattr(cause, "activity", None) is causes.Activity.AUTHENTICATION:
         return Kind.LOGIN
     return kind
 
