@@ -25,10 +25,9 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from kopf_outcomes import values
-from kopf_outcomes.digest import digest
 from kopf_outcomes.objects import ObjectRef
 
-__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "read",
+__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "keys_for", "parse", "read",
            "consume_release", "own", "release_answers", "record", "release_requested", "release_value", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
