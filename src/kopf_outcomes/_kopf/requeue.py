@@ -197,12 +197,6 @@ def wrap_watch(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., Asy
     return continuous_watch
 
 
-def pause_of(processor: Any) -> Pause | None:
-    """The pause of this worker: its watcher's, or else the processor's (Kopf >= 1.44.1 binds it there)."""
-    pause = _pause.get()
-    return pause if pause is not None else processor_keywords(processor).get("operator_paused")
-
-
 Gone = Callable[[Any, Mapping[str, Any]], None]  # Kopf's resource, the object's last state
 
 
@@ -214,8 +208,9 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
     async def worker(**kwargs: Any) -> None:
         stream = kwargs["streams"][kwargs["key"]]
         processor = kwargs["processor"]
-        pause = pause_of(processor)
         keywords = processor_keywords(processor)
+        pause = _pause.get()  # its watcher's, or else the processor's (Kopf >= 1.44.1 binds it there)
+        pause = pause if pause is not None else keywords.get("operator_paused")
         registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
         sharded = held.shards_resource(registry, resource)
