@@ -24,7 +24,7 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
-from kopf_outcomes import values
+from kopf_outcomes import bounded, values
 from kopf_outcomes.objects import ObjectRef
 
 __all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "keys_for", "parse", "read",
@@ -241,9 +241,7 @@ def _report_once(body: Mapping[str, Any], raw: object, message: str,
     seen = (uid, hashlib.sha256(repr(raw).encode(errors="replace")).hexdigest())
     if seen in _reported_garbage:
         return
-    _reported_garbage[seen] = None
-    while len(_reported_garbage) > _MAX_REPORTED:
-        _reported_garbage.popitem(last=False)
+    bounded.remember(_reported_garbage, seen, None, _MAX_REPORTED)
     logger.warning(message)
 
 

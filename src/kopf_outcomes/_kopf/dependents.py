@@ -10,7 +10,7 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from kopf_outcomes import objects
+from kopf_outcomes import bounded, objects
 from kopf_outcomes._kopf import listing, selection
 from kopf_outcomes._kopf.internals import CHANGE, SUBHANDLER, Cause, Handler, raw_body_of
 from kopf_outcomes.errors import ObjectsUnknownError
@@ -156,10 +156,7 @@ def saw(cause: Cause, handler_id: str, fingerprint: str | None) -> None:
     if fingerprint is None:
         _seen.pop(key, None)
         return
-    _seen[key] = fingerprint
-    _seen.move_to_end(key)
-    while len(_seen) > SEEN_LIMIT:
-        _seen.popitem(last=False)
+    bounded.remember(_seen, key, fingerprint, SEEN_LIMIT)
 
 
 def moved(taken: Mapping[str, Taken], handler: Handler, cause: Cause, record: MemoryRecord) -> bool:
