@@ -59,8 +59,7 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     resource, namespace = kwargs["resource"], kwargs.get("namespace")
     what = f"{resource.plural} ({resource.group or 'core'}/{resource.version})" + (
         f" in namespace {namespace!r}" if namespace is not None else " cluster-wide")
-    ids = index_ids(registry, resource)
-    own = [index_id for index_id in ids if index_id.startswith(OWN_INDEX_PREFIX)]
+    ids, own = index_ids(registry, resource), own_indices(registry, resource) or frozenset()
     selection.watched(kwargs.get("settings"), resource, own)
     _watching.add(True)
     for index_id in own:
@@ -73,7 +72,7 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     try:
         await original(**kwargs)
     except APIForbiddenError as e:
-        if any(index_id.startswith(OWN_INDEX_PREFIX) for index_id in ids):
+        if own:
             _LOGGER.error(forbidden(resource, namespace, what, e))
         raise
     finally:
