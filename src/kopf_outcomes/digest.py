@@ -21,20 +21,6 @@ _KOPF_MARKER = "kopf-managed"
 _IGNORED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 
-def digest(
-    body: Mapping[str, Any],
-    *,
-    depends_on: Iterable[str] | None = None,
-    excluded: Iterable[Sequence[str]] = (),
-    excluded_prefixes: Iterable[str] = (),
-    patch: Mapping[str, Any] | None = None,
-    ignore: Iterable[str] = (),
-) -> str:
-    """A short digest of the state a handler depends on (:func:`state`)."""
-    return hashed(state(body, depends_on=depends_on, excluded=excluded, excluded_prefixes=excluded_prefixes,
-                        patch=patch, ignore=ignore))
-
-
 def hashed(value: object, length: int = 16) -> str:
     encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()[:length]

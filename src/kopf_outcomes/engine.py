@@ -137,6 +137,9 @@ class _Snapshot(NamedTuple):
             del patch[key]
         for key, value in self.parts.items():
             patch[key] = _kept(value)
+        self.put_back_metadata(patch)
+
+    def put_back_metadata(self, patch: MutableMapping[str, Any]) -> None:
         if self.metadata is _ABSENT:
             patch.pop("metadata", None)
         else:
@@ -147,10 +150,7 @@ class _Snapshot(NamedTuple):
         of the state their handler concluded about: the cycle's digest is of the patched object.)"""
         changed = _guarded_parts(patch, protected) != self.guarded
         if changed:  # their other changes of metadata go too: the run is retried anyway
-            if self.metadata is _ABSENT:
-                patch.pop("metadata", None)
-            else:
-                patch["metadata"] = _kept(self.metadata)
+            self.put_back_metadata(patch)
         now = getattr(patch, "_fns", self.functions)
         if now is not self.functions or now != self.items:
             self.functions[:] = self.items

@@ -67,7 +67,7 @@ _TABLE: dict[Kind, tuple[Effect, Effect, Effect, Effect]] = {
     Kind.INDEX: (Effect.REFUSE, Effect.REFUSE, Effect.REFUSE, Effect.REFUSE),
 }
 
-# The kinds whose row refuses every outcome (a tuple, as PERSISTING): Kopf's own, untouched. No
+# The kinds whose row refuses every outcome: Kopf's own, untouched. No
 # plugin, policy, memory or observer sees their runs, so none can turn a result into an outcome
 # there (the library's own indexers are of this kind: a plugin failing on a child, or a global
 # ``explicit_completion``, must not drop the child from the index); only an outcome that the

@@ -153,7 +153,6 @@ class PluginManager(pluggy.PluginManager):
         self.observes_objects = bool(hook.kopf_outcomes_observe_object.get_hookimpls())
         self.observes_gone = bool(hook.kopf_outcomes_object_gone.get_hookimpls())
         self._refresh_observers()
-        self.only_builtins = self.decides_builtin and not self.observed
         # The classification without the built-ins: "did any plugin decide?" is then a None check.
         self.classify_result_by_plugins = self.subset_hook_caller("kopf_outcomes_classify_result", [builtin])
         self.classify_exception_by_plugins = self.subset_hook_caller(

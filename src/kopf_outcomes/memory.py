@@ -24,11 +24,10 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Literal, NamedTuple, TypedDict, cast
 
-from kopf_outcomes import values
-from kopf_outcomes.digest import digest
+from kopf_outcomes import bounded, values
 from kopf_outcomes.objects import ObjectRef
 
-__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "digest", "keys_for", "parse", "present", "read",
+__all__ = ["DEFAULT_KEYS", "Memory", "MemoryKeys", "MemoryRecord", "keys_for", "parse", "read",
            "consume_release", "own", "release_answers", "record", "release_requested", "release_value", "write"]
 
 PREFIX = "outcomes.kopf.zalando.org"
@@ -210,12 +209,6 @@ _MAX_REPORTED = 1000
 _reported_garbage: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
 
 
-def present(body: Mapping[str, Any], keys: MemoryKeys = DEFAULT_KEYS) -> bool:
-    """Whether the object has this operator's memory at all (cheap: nothing is parsed)."""
-    annotations: Mapping[str, Any] = (body.get("metadata") or {}).get("annotations") or {}
-    return keys.memory in annotations
-
-
 def read(body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any],
          keys: MemoryKeys = DEFAULT_KEYS) -> dict[str, MemoryRecord]:
     """All handlers' records of this object; garbage is reported once and read as no memory."""
@@ -248,9 +241,7 @@ def _report_once(body: Mapping[str, Any], raw: object, message: str,
     seen = (uid, hashlib.sha256(repr(raw).encode(errors="replace")).hexdigest())
     if seen in _reported_garbage:
         return
-    _reported_garbage[seen] = None
-    while len(_reported_garbage) > _MAX_REPORTED:
-        _reported_garbage.popitem(last=False)
+    bounded.remember(_reported_garbage, seen, None, _MAX_REPORTED)
     logger.warning(message)
 
 

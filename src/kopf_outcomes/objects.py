@@ -121,8 +121,7 @@ def described(sources: Iterable[Source], body: Mapping[str, Any], indices: Mappi
 
 def fields_digest(values: Iterable[object]) -> str:
     """A short digest of one object's tracked fields' values: what ``why`` compares with now."""
-    encoded = json.dumps(list(values), separators=(",", ":"), sort_keys=True, default=str)
-    return hashlib.sha256(encoded.encode()).hexdigest()[:8]
+    return _hashed(list(values), 8)
 
 
 def unindexed(sources: Iterable[Source], indices: Mapping[str, Any]) -> list[Source]:
@@ -135,9 +134,12 @@ def fingerprint(refs: tuple[ObjectRef, ...]) -> str:
     """A short digest of the objects' state: which exist, and the values of the sources' fields
     (not their resourceVersion nor deletion mark: a write that changes nothing the handler asked
     for wakes no one): what the memory keeps and compares."""
-    state = [(ref.namespace, ref.name, ref.uid, ref.fields) for ref in refs]
-    encoded = json.dumps(state, separators=(",", ":"), sort_keys=True, default=str)
-    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
+    return _hashed([(ref.namespace, ref.name, ref.uid, ref.fields) for ref in refs], 16)
+
+
+def _hashed(value: object, length: int) -> str:
+    encoded = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:length]
 
 
 # The parked objects' workers, waiting for a change of their other objects, by wake key.

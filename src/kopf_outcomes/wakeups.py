@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kopf_outcomes import paths
+from kopf_outcomes import bounded, paths
 from kopf_outcomes.digest import parts
 
 MAX_PATHS = 6  # per wake-up: what ``why`` shows (more are summed up as "...")
@@ -33,10 +33,7 @@ _told: set[str] = set()
 
 def remember(digest: str, state: Mapping[str, Any]) -> None:
     """The state a conclusion is about, by the digest its record keeps."""
-    _parts[digest] = parts(state)
-    _parts.move_to_end(digest)
-    while len(_parts) > _PARTS_LIMIT:
-        _parts.popitem(last=False)
+    bounded.remember(_parts, digest, parts(state), _PARTS_LIMIT)
 
 
 def changed(digest: str, state: Mapping[str, Any]) -> list[str] | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -11,6 +11,12 @@ import pytest
 import kopf_outcomes
 from kopf_outcomes import installation, memory, objects
 from kopf_outcomes._kopf import held, listing
+from kopf_outcomes.digest import hashed, state
+
+
+def digest(body: Mapping[str, Any], **scope: Any) -> str:
+    """The digest of the state of ``body`` in this scope, as a cycle makes it."""
+    return hashed(state(body, **scope))
 
 
 class Collector(logging.Handler):

@@ -497,11 +497,11 @@ class OptionsOnly:
 
 def test_only_builtins_tracks_registration() -> None:
     plugins = Plugins()
-    assert plugins.only_builtins is True
+    assert plugins.decides_builtin and not plugins.observed
     plugins.register(AdjustOnly(), name="adjust")
-    assert plugins.only_builtins is False
+    assert not (plugins.decides_builtin and not plugins.observed)
     plugins.unregister(name="adjust")
-    assert plugins.only_builtins is True
+    assert plugins.decides_builtin and not plugins.observed
 
 
 @pytest.mark.parametrize("hook", ["classify_result", "classify_exception", "observe_outcome"])
@@ -514,7 +514,7 @@ def test_any_decision_hook_leaves_the_hot_path(hook: str) -> None:
     plugin_class = type("P", (), {f"kopf_outcomes_{hook}": hookimpl(impls[hook])})
     plugins = Plugins()
     plugins.register(plugin_class(), name="p")
-    assert plugins.only_builtins is False
+    assert not (plugins.decides_builtin and not plugins.observed)
 
 
 def test_options_and_owned_fields_plugins_keep_the_hot_path() -> None:
@@ -526,7 +526,7 @@ def test_options_and_owned_fields_plugins_keep_the_hot_path() -> None:
     plugins = Plugins()
     plugins.register(OptionsOnly(), name="options")
     plugins.register(Owner(), name="owner")
-    assert plugins.only_builtins is True
+    assert plugins.decides_builtin and not plugins.observed
 
 
 def test_options_merge_answers_field_by_field_first_wins() -> None:

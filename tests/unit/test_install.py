@@ -101,7 +101,7 @@ def test_a_second_install_registers_extra_plugins_only_once() -> None:
     registered = plugins.get_plugins()
     assert sum(p is plugin for p in registered) == 1
     assert sum(p is other for p in registered) == 1
-    assert plugins.only_builtins is False
+    assert not (plugins.decides_builtin and not plugins.observed)
 
 
 def test_reinstall_after_uninstall_starts_afresh() -> None:
@@ -109,7 +109,7 @@ def test_reinstall_after_uninstall_starts_afresh() -> None:
     kopf_outcomes.uninstall()
     second = kopf_outcomes.install(entry_points=False)
     assert second is not first
-    assert second.only_builtins is True
+    assert second.decides_builtin and not second.observed
 
 
 def test_installed_without_install_is_a_clear_error() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kopf_outcomes import memory
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
 from kopf_outcomes.memory import MemoryRecord as Record
-from tests.unit.conftest import Collector
+from tests.unit.conftest import Collector, digest
 
 BODY: dict[str, Any] = {
     "apiVersion": "kopf.dev/v1",
@@ -55,15 +55,15 @@ def record(outcome: Any = "pending", digest: str = "d1", reason: str = "waiting"
 
 
 def test_digest_is_stable_for_equal_state() -> None:
-    assert memory.digest(BODY) == memory.digest(copy.deepcopy(BODY))
-    assert len(memory.digest(BODY)) == 16
-    int(memory.digest(BODY), 16)  # hexadecimal
+    assert digest(BODY) == digest(copy.deepcopy(BODY))
+    assert len(digest(BODY)) == 16
+    int(digest(BODY), 16)  # hexadecimal
 
 
 def test_digest_ignores_key_order() -> None:
     reordered = body_with(spec={"field": "value", "size": 1})
     assert list(reordered["spec"]) != list(BODY["spec"])
-    assert memory.digest(reordered) == memory.digest(BODY)
+    assert digest(reordered) == digest(BODY)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,7 @@ def test_digest_ignores_key_order() -> None:
     ],
 )
 def test_digest_differs_for_relevant_changes(changed: dict[str, Any]) -> None:
-    assert memory.digest(changed) != memory.digest(BODY)
+    assert digest(changed) != digest(BODY)
 
 
 @pytest.mark.parametrize(
@@ -124,16 +124,16 @@ def test_digest_differs_for_relevant_changes(changed: dict[str, Any]) -> None:
     ],
 )
 def test_digest_ignores_what_operators_write(changed: dict[str, Any]) -> None:
-    assert memory.digest(changed) == memory.digest(BODY)
+    assert digest(changed) == digest(BODY)
 
 
 def test_kopf_managed_marker_only_hides_its_own_prefix() -> None:
     marked = annotated(**{"example.net/kopf-managed": "yes", "example.net/progress": "1"})
-    assert memory.digest(marked) == memory.digest(BODY)
-    assert memory.digest({**marked, "metadata": {
+    assert digest(marked) == digest(BODY)
+    assert digest({**marked, "metadata": {
         **marked["metadata"],
         "annotations": {**marked["metadata"]["annotations"], "example.org/progress": "1"},
-    }}) != memory.digest(BODY)
+    }}) != digest(BODY)
 
 
 @pytest.mark.parametrize(
@@ -150,18 +150,18 @@ def test_kopf_managed_marker_only_hides_its_own_prefix() -> None:
     ],
 )
 def test_an_emptied_stanza_equals_an_absent_one(empty: dict[str, Any], absent: dict[str, Any]) -> None:
-    assert memory.digest(empty) == memory.digest(absent)
+    assert digest(empty) == digest(absent)
 
 
 def test_excluded_paths_are_ignored() -> None:
     base = body_with(status={"deletion": "requested", "h": {"result": 1}, "conditions": ["a"]})
     changed = body_with(status={"deletion": "requested", "h": {"result": 2}, "conditions": ["b"]})
     excluded = (("status", "h"), ("status", "conditions"))
-    assert memory.digest(base) != memory.digest(changed)
-    assert memory.digest(base, excluded=excluded) == memory.digest(changed, excluded=excluded)
+    assert digest(base) != digest(changed)
+    assert digest(base, excluded=excluded) == digest(changed, excluded=excluded)
     # Not a blanket exclusion: other status fields still count.
     moved = body_with(status={"deletion": "done", "h": {"result": 2}, "conditions": ["b"]})
-    assert memory.digest(moved, excluded=excluded) != memory.digest(base, excluded=excluded)
+    assert digest(moved, excluded=excluded) != digest(base, excluded=excluded)
 
 
 def test_excluded_paths_may_be_deep_and_may_name_metadata() -> None:
@@ -170,16 +170,16 @@ def test_excluded_paths_may_be_deep_and_may_name_metadata() -> None:
     changed = body_with(metadata={"labels": {"app": "demo", "heartbeat": "2"}},
                         status={"a": {"b": 2, "c": 1}})
     excluded = (("metadata", "labels", "heartbeat"), ("status", "a", "b"))
-    assert memory.digest(base, excluded=excluded) == memory.digest(changed, excluded=excluded)
+    assert digest(base, excluded=excluded) == digest(changed, excluded=excluded)
     still = body_with(metadata={"labels": {"app": "demo", "heartbeat": "2"}},
                       status={"a": {"b": 2, "c": 2}})
-    assert memory.digest(still, excluded=excluded) != memory.digest(base, excluded=excluded)
+    assert digest(still, excluded=excluded) != digest(base, excluded=excluded)
 
 
 def test_excluding_the_only_field_equals_an_absent_stanza() -> None:
     only = body_with(status={"h": {"message": "done"}})
     without = {k: v for k, v in BODY.items() if k != "status"}
-    assert memory.digest(only, excluded=[("status", "h")]) == memory.digest(without)
+    assert digest(only, excluded=[("status", "h")]) == digest(without)
 
 
 @pytest.mark.parametrize(
@@ -188,43 +188,43 @@ def test_excluding_the_only_field_equals_an_absent_stanza() -> None:
 def test_excluded_paths_through_non_mappings_or_missing_keys_are_harmless(
     path: tuple[str, ...],
 ) -> None:
-    assert memory.digest(BODY, excluded=[path]) == memory.digest(BODY)
+    assert digest(BODY, excluded=[path]) == digest(BODY)
 
 
 def test_depends_on_narrows_the_digest() -> None:
     narrow = ["spec.size", "status.deletion"]
     unrelated = body_with(spec={"size": 1, "field": "other"}, metadata={"labels": {"x": "y"}})
-    assert memory.digest(unrelated, depends_on=narrow) == memory.digest(BODY, depends_on=narrow)
-    assert memory.digest(unrelated) != memory.digest(BODY)
+    assert digest(unrelated, depends_on=narrow) == digest(BODY, depends_on=narrow)
+    assert digest(unrelated) != digest(BODY)
     resized = body_with(spec={"size": 2, "field": "value"})
-    assert memory.digest(resized, depends_on=narrow) != memory.digest(BODY, depends_on=narrow)
+    assert digest(resized, depends_on=narrow) != digest(BODY, depends_on=narrow)
     done = body_with(status={"deletion": "done"})
-    assert memory.digest(done, depends_on=narrow) != memory.digest(BODY, depends_on=narrow)
+    assert digest(done, depends_on=narrow) != digest(BODY, depends_on=narrow)
 
 
 def test_depends_on_can_name_metadata_and_tolerates_missing_paths() -> None:
-    assert memory.digest(BODY, depends_on=["metadata.labels.app"]) != memory.digest(
+    assert digest(BODY, depends_on=["metadata.labels.app"]) != digest(
         body_with(metadata={"labels": {"app": "other"}}), depends_on=["metadata.labels.app"]
     )
     # Missing paths and paths through scalars read as None, and equally so.
-    assert memory.digest(BODY, depends_on=["spec.size.deeper"]) == memory.digest(
+    assert digest(BODY, depends_on=["spec.size.deeper"]) == digest(
         body_with(spec=None), depends_on=["spec.size.deeper"]
     )
-    assert memory.digest(BODY, depends_on=["spec.nope"]) != memory.digest(
+    assert digest(BODY, depends_on=["spec.nope"]) != digest(
         body_with(spec={"nope": 0}), depends_on=["spec.nope"]
     )
 
 
 def test_depends_on_does_not_cover_kopf_annotations_unless_asked() -> None:
     kopf_written = annotated(**{"kopf.zalando.org/touch-dummy": "x"})
-    assert memory.digest(kopf_written, depends_on=["spec"]) == memory.digest(BODY, depends_on=["spec"])
+    assert digest(kopf_written, depends_on=["spec"]) == digest(BODY, depends_on=["spec"])
 
 
 def test_digest_tolerates_non_json_values() -> None:
     import datetime
 
     body = body_with(spec={"when": datetime.datetime(2024, 1, 1)})
-    assert memory.digest(body) == memory.digest(copy.deepcopy(body))
+    assert digest(body) == digest(copy.deepcopy(body))
 
 
 def test_digest_never_mutates_the_body() -> None:
@@ -239,10 +239,10 @@ def test_digest_never_mutates_the_body() -> None:
         status={"kopf": {"progress": {}}, "h": {"r": 1}, "a": {"b": {"c": 1}, "d": 2}},
     )
     before = copy.deepcopy(body)
-    memory.digest(body, excluded=[("status", "h"), ("status", "a", "b", "c"),
+    digest(body, excluded=[("status", "h"), ("status", "a", "b", "c"),
                                   ("metadata", "labels", "heartbeat"), ("spec", "size")])
-    memory.digest(body, depends_on=["status.a.b", "spec"])
-    memory.digest(body)
+    digest(body, depends_on=["status.a.b", "spec"])
+    digest(body)
     assert body == before
 
 
@@ -272,9 +272,9 @@ bodies = st.fixed_dictionaries(
 @given(body=bodies)
 def test_digest_property_pure_and_stable(body: dict[str, Any]) -> None:
     before = copy.deepcopy(body)
-    first = memory.digest(body, excluded=[("status", "h"), ("status", "x", "y")])
+    first = digest(body, excluded=[("status", "h"), ("status", "x", "y")])
     assert body == before
-    assert memory.digest(before, excluded=[("status", "h"), ("status", "x", "y")]) == first
+    assert digest(before, excluded=[("status", "h"), ("status", "x", "y")]) == first
 
 
 # --- read: garbage in every shape --------------------------------------------------------------

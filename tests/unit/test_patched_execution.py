@@ -27,12 +27,11 @@ from kopf_outcomes import (
     Success,
     handler_options,
     hookimpl,
-    memory,
 )
 from kopf_outcomes._kopf.marks import PARKED_DELAY, PARKED_MARK, RETAINED_MARK
 from kopf_outcomes.manager import PluginManager as Plugins
 from kopf_outcomes.memory import MEMORY_ANNOTATION, RELEASE_ANNOTATION
-from tests.unit.conftest import Collector
+from tests.unit.conftest import Collector, digest
 from tests.unit.kopf_objects import (
     Reason,
     application,
@@ -126,7 +125,7 @@ async def test_pending_parks_the_handler_and_remembers_the_state(
     record = records_in(cause.patch)["h"]
     assert set(records_in(cause.patch)) == {"h"}
     assert {key: record[key] for key in ("digest", "outcome", "reason", "parked")} == {
-        "digest": memory.digest(cause.body, excluded=[("status", "h")]),
+        "digest": digest(cause.body, excluded=[("status", "h")]),
         "outcome": "pending",
         "reason": "waiting for the callback",
         "parked": True,
@@ -414,7 +413,7 @@ async def test_a_parked_handler_is_rerun_when_its_state_changed(
 
     assert fn.calls == 2
     assert set(outcomes) == {"h"}
-    new_digest = memory.digest(nxt.body, excluded=[("status", "h")])
+    new_digest = digest(nxt.body, excluded=[("status", "h")])
     assert records_in(nxt.patch)["h"]["digest"] == new_digest
 
 

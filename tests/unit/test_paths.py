@@ -8,9 +8,9 @@ import pytest
 
 import kopf_outcomes
 from kopf_outcomes import paths
-from kopf_outcomes.digest import digest
 from kopf_outcomes.options import attached_options
 from kopf_outcomes.policy.loading import load_policy
+from tests.unit.conftest import digest
 
 NAME = "app.kubernetes.io/name"
 ESCAPED = r"metadata.labels.app\.kubernetes\.io/name"

@@ -67,7 +67,7 @@ def test_all_installed_plugins_load_by_default(entry_points: dict[str, FakeEntry
     plugins = Plugins()
     assert plugins.load_entry_points() == ["a", "b", "c"]
     assert registered(plugins) == {"a", "b", "c"}
-    assert plugins.only_builtins is False
+    assert not (plugins.decides_builtin and not plugins.observed)
 
 
 def test_allow_list(entry_points: dict[str, FakeEntryPoint]) -> None:
@@ -80,7 +80,7 @@ def test_allow_list(entry_points: dict[str, FakeEntryPoint]) -> None:
 def test_empty_allow_list_loads_nothing(entry_points: dict[str, FakeEntryPoint]) -> None:
     plugins = Plugins()
     assert plugins.load_entry_points(allow=[]) == []
-    assert plugins.only_builtins is True
+    assert plugins.decides_builtin and not plugins.observed
 
 
 def test_deny_list(entry_points: dict[str, FakeEntryPoint]) -> None:
@@ -162,7 +162,7 @@ def test_a_plugin_with_invalid_hooks_is_not_silently_accepted(
         "kopf-outcomes plugin 'b' cannot be used: its function 'kopf_outcomes_adjust_outcome' "
         f"({at(Misspelt.kopf_outcomes_adjust_outcome)}), marked as kopf_outcomes_adjust_outcome, takes 'extra', "
         "which the hook does not pass; it passes run, decision (take any of them, by these names)")
-    assert not plugins.has_plugin("b") and plugins.only_builtins  # nothing of it registered
+    assert not plugins.has_plugin("b") and plugins.decides_builtin and not plugins.observed  # nothing of it registered
 
 
 def test_loading_twice_registers_each_plugin_once(entry_points: dict[str, FakeEntryPoint]) -> None:
@@ -240,7 +240,7 @@ def test_an_unusable_plugin_is_refused_with_its_name(plugin: object, message: st
         manager.register(plugin, name=type(plugin).__name__.lower())
     assert str(info.value) == message
     assert not manager.is_registered(plugin)
-    assert manager.only_builtins and not manager.observed  # nothing of it stays behind
+    assert manager.decides_builtin and not manager.observed  # nothing of it stays behind
 
 
 def test_a_hook_named_by_specname_is_checked_by_that_name() -> None:
@@ -308,7 +308,7 @@ def test_what_pluggy_alone_refuses_is_a_plugin_error_naming_the_plugin_too() -> 
         "kopf-outcomes plugin 'wrapper' cannot be used: Plugin 'wrapper' for hook 'kopf_outcomes_adjust_outcome'; "
         "hookimpl definition: kopf_outcomes_adjust_outcome(run: 'Any', decision: 'Any') -> 'None'; "
         "Declared as wrapper=True or hookwrapper=True but function is not a generator function")
-    assert not manager.has_plugin("wrapper") and manager.only_builtins
+    assert not manager.has_plugin("wrapper") and manager.decides_builtin and not manager.observed
 
 
 def test_a_blocked_broken_plugin_is_not_refused_but_left_out_as_pluggy_does() -> None:

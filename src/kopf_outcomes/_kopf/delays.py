@@ -45,9 +45,7 @@ def tell(patch: object, final: State, ours: Collection[str], waits: Sequence[flo
     _ours.put(patch, Ours(positions, tuple(now + wait for wait in waits), wake, moved))
 
 
-def take(patch: object) -> Ours | None:
-    """The ledger of the cycle whose patch this is; None for any other (or none told)."""
-    return _ours.take(patch)
+take = _ours.take  # the ledger of the cycle whose patch this is; None for any other (or none told)
 
 
 def stock(delays: Sequence[float], ours: Ours) -> list[float]:

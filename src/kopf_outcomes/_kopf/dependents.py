@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from kopf_outcomes import objects
+from kopf_outcomes import bounded, objects
 from kopf_outcomes._kopf import listing, selection
 from kopf_outcomes._kopf.internals import CHANGE, SUBHANDLER, Cause, Handler, raw_body_of
 from kopf_outcomes.errors import ObjectsUnknownError
@@ -46,66 +46,66 @@ def take(kind: Kind, handlers: Collection[Handler], cause: Cause) -> tuple[dict[
         sources = objects.sources_of(handler.fn)
         if not sources or body is None or indices is None:
             continue
-        if kind is SUBHANDLER:
-            unknown[str(handler.id)] = None  # parked: a recheck would count against the parent's retries=
-            parent = str(handler.id).rpartition("/")[0]
-            _refuse(handler, cause, f"{handler} is a sub-handler and depends on other objects, which only a change"
-                                    f" handler can: it does not run, and its parent keeps the object's finalizer"
-                                    f" (parked). Declare depends_on_objects(...) on"
-                                    f" {parent!r}, the change handler that runs it, and read recall().objects there.")
-            continue
-        if kind is not CHANGE:
+        if kind is not CHANGE and kind is not SUBHANDLER:
             _refuse(handler, cause, f"{handler} depends on other objects, which only a change handler can (this one"
                                     f" is a {kind.value} handler): recall().objects raises ObjectsUnknownError here.")
             continue
-        missing = objects.unindexed(sources, indices)
-        if missing:
-            unknown[str(handler.id)] = None
-            _refuse(handler, cause, f"{handler} depends on other objects whose Kopf index the operator does not"
-                                    f" have ({', '.join(source.index for source in missing)}): it does not run."
-                                    " Pass the operator's registry to depends_on_objects(..., registry=...), and"
-                                    " declare it before the operator starts.")
-            continue
-        narrowed = [f"{'/'.join(source.resource)}: {selected}" for source in sources
-                    if (selected := selection.selected_by_server(source.index))
-                    and (selected.fields or selected.shard or not source.within(selected.labels))]
-        if narrowed:
-            unknown[str(handler.id)] = None
-            _refuse(handler, cause, f"{handler} depends on other objects that the operator watches only in part: it"
-                                    f" asks the API server for a selection of them ({'; '.join(narrowed)},"
-                                    " Kopf's settings.watching), so an object outside that selection would be taken"
-                                    " for none. It does not run, and its object keeps its finalizer. Select them by"
-                                    " the same fixed labels in the source (selected(..., labels=...)), or select"
-                                    " nothing on the server for that resource.")
-            continue
-        outside = {f"{'/'.join(source.resource)} in {where}": fix for source in sources
-                   if (found := listing.unwatched(source.index, source.namespaces(body))) for where, fix in [found]}
-        if outside:
-            unknown[str(handler.id)] = UNWATCHED_RECHECK
-            _refuse(handler, cause, f"{handler} depends on other objects where the operator does not watch them"
-                                    f" ({'; '.join(outside)}): they are unknown, not none. It does not run, and its"
-                                    f" object keeps its finalizer. {' '.join(dict.fromkeys(outside.values()))}")
-            continue
-        bare = ['/'.join(source.resource) for source in sources if source.how == "referenced"
-                and not (body.get("metadata") or {}).get("namespace") and listing.namespaced(source.index)
-                and any(key.startswith("/") for key in source.keys(body))]
-        if bare:
-            unknown[str(handler.id)] = None  # its next change may name the namespace
-            _refuse(handler, cause, f"{handler} depends on objects that its cluster-scoped object names without a"
-                                    f" namespace ({', '.join(bare)}, namespaced resources): no such object can be"
-                                    " found, which is not none. It does not run, and its object keeps its finalizer."
-                                    " Name them as 'namespace/name' (or {name: ..., namespace: ...}) in the field.")
-            continue
-        being_listed = listing.unlisted({source.index for source in sources})
-        if being_listed:
-            unknown[str(handler.id)] = LISTING_RECHECK
-            _refuse(handler, cause, f"{handler} waits for Kopf to list its other objects ({'; '.join(being_listed)}:"
-                                    " a namespace that appeared after the start): it runs when they are listed.",
-                    level=logging.INFO)
-            continue
-        refs = objects.lookup(sources, body, indices)
-        taken[str(handler.id)] = (refs, objects.fingerprint(refs))
+        why = _unknown(kind, handler, sources, body, indices)
+        if why is None:
+            refs = objects.lookup(sources, body, indices)
+            taken[str(handler.id)] = (refs, objects.fingerprint(refs))
+        else:
+            unknown[str(handler.id)], message, level = why
+            _refuse(handler, cause, message, level)
     return taken, unknown
+
+
+def _unknown(kind: Kind, handler: Handler, sources: Sequence[objects.Source], body: Mapping[str, Any],
+             indices: Any) -> tuple[float | None, str, int] | None:
+    """Why the other objects of a change handler (or sub-handler) are unknown: when to look again
+    (None: at the object's next change), what to say and at which level; None where they are known."""
+    if kind is SUBHANDLER:  # parked: a recheck would count against the parent's retries=
+        parent = str(handler.id).rpartition("/")[0]
+        return None, (f"{handler} is a sub-handler and depends on other objects, which only a change handler can:"
+                      f" it does not run, and its parent keeps the object's finalizer (parked). Declare"
+                      f" depends_on_objects(...) on {parent!r}, the change handler that runs it, and read"
+                      f" recall().objects there."), logging.ERROR
+    missing = objects.unindexed(sources, indices)
+    if missing:
+        return None, (f"{handler} depends on other objects whose Kopf index the operator does not have"
+                      f" ({', '.join(source.index for source in missing)}): it does not run. Pass the operator's"
+                      " registry to depends_on_objects(..., registry=...), and declare it before the operator"
+                      " starts."), logging.ERROR
+    narrowed = [f"{'/'.join(source.resource)}: {selected}" for source in sources
+                if (selected := selection.selected_by_server(source.index))
+                and (selected.fields or selected.shard or not source.within(selected.labels))]
+    if narrowed:
+        return None, (f"{handler} depends on other objects that the operator watches only in part: it asks the"
+                      f" API server for a selection of them ({'; '.join(narrowed)}, Kopf's settings.watching), so"
+                      " an object outside that selection would be taken for none. It does not run, and its object"
+                      " keeps its finalizer. Select them by the same fixed labels in the source (selected(...,"
+                      " labels=...)), or select nothing on the server for that resource."), logging.ERROR
+    outside = {f"{'/'.join(source.resource)} in {where}": fix for source in sources
+               if (found := listing.unwatched(source.index, source.namespaces(body))) for where, fix in [found]}
+    if outside:
+        return UNWATCHED_RECHECK, (f"{handler} depends on other objects where the operator does not watch them"
+                                   f" ({'; '.join(outside)}): they are unknown, not none. It does not run, and its"
+                                   f" object keeps its finalizer. {' '.join(dict.fromkeys(outside.values()))}"
+                                   ), logging.ERROR
+    bare = ['/'.join(source.resource) for source in sources if source.how == "referenced"
+            and not (body.get("metadata") or {}).get("namespace") and listing.namespaced(source.index)
+            and any(key.startswith("/") for key in source.keys(body))]
+    if bare:  # None: its next change may name the namespace
+        return None, (f"{handler} depends on objects that its cluster-scoped object names without a namespace"
+                      f" ({', '.join(bare)}, namespaced resources): no such object can be found, which is not"
+                      " none. It does not run, and its object keeps its finalizer. Name them as"
+                      " 'namespace/name' (or {name: ..., namespace: ...}) in the field."), logging.ERROR
+    being_listed = listing.unlisted({source.index for source in sources})
+    if being_listed:
+        return LISTING_RECHECK, (f"{handler} waits for Kopf to list its other objects ({'; '.join(being_listed)}:"
+                                 " a namespace that appeared after the start): it runs when they are listed."
+                                 ), logging.INFO
+    return None
 
 
 LISTING_RECHECK = 1.0  # seconds: how often a handler held for a listing under way looks again (no writes)
@@ -156,10 +156,7 @@ def saw(cause: Cause, handler_id: str, fingerprint: str | None) -> None:
     if fingerprint is None:
         _seen.pop(key, None)
         return
-    _seen[key] = fingerprint
-    _seen.move_to_end(key)
-    while len(_seen) > SEEN_LIMIT:
-        _seen.popitem(last=False)
+    bounded.remember(_seen, key, fingerprint, SEEN_LIMIT)
 
 
 def moved(taken: Mapping[str, Taken], handler: Handler, cause: Cause, record: MemoryRecord) -> bool:

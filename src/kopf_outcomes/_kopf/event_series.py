@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from kopf_outcomes import bounded
 from kopf_outcomes._kopf.internals import OperatorSettings, kopf_api, kopf_api_errors
 
 logger = logging.getLogger("kopf_outcomes.events")  # not Kopf's per-object logger: no Event about Events
@@ -81,9 +82,8 @@ def correlated(uid: str, type_: str, reason: str, message: str) -> tuple[Hashabl
     now = clock()
     similar = _similar.get(group)
     if similar is None or now - similar.last > SIMILAR_INTERVAL:
-        similar = _similar[group] = Similar()
-        _forget_beyond(_similar)
-    _similar.move_to_end(group)
+        similar = Similar()
+    bounded.remember(_similar, group, similar, MAX_SERIES)
     similar.messages[message] = None
     similar.last = now
     if len(similar.messages) < SIMILAR_EVENTS:
@@ -92,18 +92,12 @@ def correlated(uid: str, type_: str, reason: str, message: str) -> tuple[Hashabl
     return group, COMBINED + message
 
 
-def _forget_beyond(cache: collections.OrderedDict[Any, Any]) -> None:
-    while len(cache) > MAX_SERIES:
-        cache.popitem(last=False)
-
-
 async def _post(settings: OperatorSettings, ref: dict[str, Any], key: Hashable, type_: str, reason: str,
                 message: str) -> None:
     series = _series.get(key)
     if series is None or series.loop is not asyncio.get_running_loop():  # another operator's run
-        series = _series[key] = Series(namespace=ref.get("namespace") or "default")
-        _forget_beyond(_series)
-    _series.move_to_end(key)
+        series = Series(namespace=ref.get("namespace") or "default")
+    bounded.remember(_series, key, series, MAX_SERIES)
     url = f"/api/v1/namespaces/{series.namespace}/events"
     now = datetime.datetime.now(datetime.timezone.utc).isoformat()
     try:

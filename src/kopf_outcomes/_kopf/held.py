@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from kopf_outcomes import memory, shards
+from kopf_outcomes import bounded, memory, shards
 from kopf_outcomes._kopf.internals import deletion_ids, filters_by_label, operator_registry
 
 _LOGGER = logging.getLogger("kopf_outcomes")
@@ -179,9 +179,7 @@ def _tell(body: Mapping[str, Any], held: list[str], finalizer: str) -> None:
     seen = (str(meta.get("uid")), tuple(held))
     if seen in _told:
         return
-    _told[seen] = None
-    while len(_told) > TOLD_LIMIT:
-        _told.popitem(last=False)
+    bounded.remember(_told, seen, None, TOLD_LIMIT)
     where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
     keys = memory.keys_for(finalizer)
     if held == [UNREADABLE]:

@@ -3,6 +3,9 @@ Kopf's private modules and types, imported here and nowhere else.
 
 Kopf's layout used here is stable since 1.35; the supported range is checked at install time
 so that an operator on an untested Kopf fails loudly at start instead of misbehaving later.
+
+A run's runtime is computed in floats (:func:`runtime_of`), not by Kopf's datetime arithmetic,
+which costs about a microsecond on every observed run.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import contextvars
 import copy
 import dataclasses
 import datetime
+import functools
 import logging
 import os
 import weakref
@@ -55,16 +59,14 @@ misuse.probe(lambda: handler_var.get(None) is not None)
 APIForbiddenError = kopf_api_errors.APIForbiddenError
 
 __all__ = [
-    "APIForbiddenError", "CHANGE", "afresh", "unheld", "SUBHANDLER", "SUPPORTED", "Cause", "changes_only", "index_ids",
-    "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry", "HandlerId", "aiotoggles",
-    "HandlerState", "KopfOutcome", "KopfResult", "kopf_api", "kopf_api_errors",
-    "LifeCycleFn", "OperatorSettings", "State", "application",
-    "cause_var", "changing_ids", "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label",
-    "finalizers",
-    "handler_var", "indexing", "kind_of", "patches",
-    "no_extra_context", "observation",
-    "operator_registry", "operator_writes", "progress_of", "progresses", "queueing", "raw_body_of",
-    "registered_ids", "resource_deletion_ids", "runtime_of", "subsettings_var", "watching", "with_outcomes",
+    "APIForbiddenError", "CHANGE", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry",
+    "HandlerId", "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "SUBHANDLER",
+    "SUPPORTED", "State", "afresh", "aiotoggles", "application", "cause_var", "changes_only", "changing_ids",
+    "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label", "finalizers", "handler_var",
+    "index_ids", "indexing", "kind_of", "kopf_api", "kopf_api_errors", "no_extra_context", "observation",
+    "operator_registry", "operator_writes", "patches", "processor_keywords", "progress_of", "progresses", "queueing",
+    "raw_body_of", "registered_ids", "resource_deletion_ids", "runtime_of", "subsettings_var", "unheld", "watching",
+    "with_outcomes",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.
@@ -100,9 +102,7 @@ _KINDS: tuple[tuple[type[Any], Kind], ...] = (
     (causes.IndexingCause, Kind.INDEX),
     (causes.ActivityCause, Kind.ACTIVITY),
 )
-# The members compared on every cycle, hoisted: an Enum class's attribute costs a Python call.
 CHANGE, SUBHANDLER = Kind.CHANGE, Kind.SUBHANDLER
-_ACTIVITY, _AUTHENTICATION = Kind.ACTIVITY, causes.Activity.AUTHENTICATION
 _KIND_OF_TYPE: dict[type[Any], Kind] = {}  # by the cause's exact type, once found
 
 
@@ -123,7 +123,7 @@ def kind_of(cause: Cause, handlers: Collection[Handler]) -> Kind:
         _KIND_OF_TYPE[cause.__class__] = kind
     if kind is CHANGE and handler_var.get(None) is not None:
         return SUBHANDLER
-    if kind is _ACTIVITY and getattr(cause, "activity", None) is _AUTHENTICATION:
+    if kind is Kind.ACTIVITY and getattr(cause, "activity", None) is causes.Activity.AUTHENTICATION:
         return Kind.LOGIN
     return kind
 
@@ -166,33 +166,37 @@ def operator_writes(settings: OperatorSettings) -> OperatorWrites:
 
 # The operator's registry, known to the object's worker (Kopf passes it to the processor).
 operator_registry: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_registry", default=None)
-_handler_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+_found_ids: weakref.WeakKeyDictionary[Any, dict[tuple[str, bool], tuple[int, frozenset[str]]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _ids(registry: Any, part: str, *, finalizing: bool = False) -> frozenset[str]:
+    """The ids of the handlers in a part of the operator's registry (with ``finalizing``: those for
+    which Kopf keeps its finalizer), of every resource; found again when their number changed."""
+    handlers = list(getattr(registry, part).get_all_handlers())
+    known = _found_ids.setdefault(registry, {})
+    count, found = known.get((part, finalizing), (-1, frozenset()))
+    if count != len(handlers):
+        found = frozenset(str(handler.id) for handler in handlers if not finalizing or handler.requires_finalizer)
+        known[part, finalizing] = (len(handlers), found)
+    return found
 
 
 def registered_ids(registry: Any) -> frozenset[str]:
     """The ids of the operator's timers and daemons: Kopf stores their results at ``status.<id>``
     outside of any change cycle (the change handlers' ids: :func:`changing_ids`)."""
-    handlers = list(registry._spawning.get_all_handlers())
-    known = _handler_ids.get(registry)
-    if known is not None and known[0] == len(handlers):
-        return known[1]
-    found = frozenset(str(handler.id) for handler in handlers)
-    _handler_ids[registry] = (len(handlers), found)
-    return found
-
-
-_changing_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+    return _ids(registry, "_spawning")
 
 
 def changing_ids(registry: Any) -> frozenset[str]:
     """The ids of the operator's change handlers (of every resource): the only ones with a memory."""
-    handlers = list(registry._changing.get_all_handlers())
-    known = _changing_ids.get(registry)
-    if known is not None and known[0] == len(handlers):
-        return known[1]
-    found = frozenset(str(handler.id) for handler in handlers)
-    _changing_ids[registry] = (len(handlers), found)
-    return found
+    return _ids(registry, "_changing")
+
+
+def deletion_ids(registry: Any) -> frozenset[str]:
+    """The ids of the operator's change handlers for which Kopf keeps its finalizer (deletion
+    handlers that are not ``optional=``), of every resource."""
+    return _ids(registry, "_changing", finalizing=True)
 
 
 def index_ids(registry: Any, resource: Any) -> frozenset[str]:
@@ -222,21 +226,6 @@ def resource_deletion_ids(registry: Any, resource: Any) -> frozenset[str]:
                      if handler.requires_finalizer and (handler.selector is None or handler.selector.check(resource)))
 
 
-_deletion_ids: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
-
-
-def deletion_ids(registry: Any) -> frozenset[str]:
-    """The ids of the operator's change handlers for which Kopf keeps its finalizer (deletion
-    handlers that are not ``optional=``), of every resource."""
-    handlers = list(registry._changing.get_all_handlers())
-    known = _deletion_ids.get(registry)
-    if known is not None and known[0] == len(handlers):
-        return known[1]
-    found = frozenset(str(handler.id) for handler in handlers if handler.requires_finalizer)
-    _deletion_ids[registry] = (len(handlers), found)
-    return found
-
-
 _changes_only: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
@@ -252,6 +241,12 @@ def changes_only(registry: Any) -> Any:
         found._watching = _silenced(registry._watching)
         _changes_only[registry] = found
     return found
+
+
+def processor_keywords(processor: Any) -> Mapping[str, Any]:
+    """What Kopf binds to the processor it passes its watchers and workers (a ``functools.partial``);
+    nothing of a stand-in (Kopf's own tests use mocks)."""
+    return processor.keywords if isinstance(processor, functools.partial) else {}
 
 
 def _silenced(part: Any) -> Any:
@@ -271,7 +266,7 @@ def default_backoff(settings: OperatorSettings) -> float:
 
 def progress_of(state: State, handler: Handler) -> HandlerState:
     """Kopf's progress of one handler: Kopf types the mapping by a protocol, it holds these."""
-    progress: HandlerState = state[handler.id]  # type: ignore[assignment]  # no cast(): a call per handler
+    progress: HandlerState = state[handler.id]  # type: ignore[assignment]
     return progress
 
 
@@ -291,10 +286,8 @@ def afresh(state: State, handler: Handler) -> HandlerState:
     ``State`` is rebuilt from it after the cycle, and stored): a handler woken again after it
     finished is a new run of it, with its own ``retries=`` and ``timeout=``, not the old run's."""
     old = progress_of(state, handler)
-    basetime = getattr(old, "basetime", None)  # Kopf 1.38+: the loop's time against the wall clock
-    fresh = (HandlerState.from_scratch(basetime=basetime, purpose=old.purpose) if basetime is not None
-             else HandlerState.from_scratch(purpose=old.purpose))  # type: ignore[call-arg,unused-ignore]
-    fresh = dataclasses.replace(fresh, active=old.active, subrefs=old.subrefs, _origin=old._origin)
+    fresh = dataclasses.replace(_from_scratch(old, purpose=old.purpose), active=old.active, subrefs=old.subrefs,
+                                _origin=old._origin)
     state._states[handler.id] = fresh  # type: ignore[attr-defined]  # a progression.State
     return fresh
 
@@ -305,12 +298,18 @@ def unheld(state: State, handler: Handler) -> HandlerState:
     clock starts again now, so that no time held is the handler's. Put in Kopf's state for this
     cycle, as :func:`afresh` does."""
     old = progress_of(state, handler)
-    basetime = getattr(old, "basetime", None)  # Kopf 1.38+: the loop's time against the wall clock
-    now = (HandlerState.from_scratch(basetime=basetime) if basetime is not None
-           else HandlerState.from_scratch())  # type: ignore[call-arg,unused-ignore]
-    fresh = dataclasses.replace(old, retries=max(0, (old.retries or 0) - 1), started=now.started)
+    fresh = dataclasses.replace(old, retries=max(0, (old.retries or 0) - 1), started=_from_scratch(old).started)
     state._states[handler.id] = fresh  # type: ignore[attr-defined]  # a progression.State
     return fresh
+
+
+def _from_scratch(old: HandlerState, **fields: Any) -> HandlerState:
+    """A handler's progress started now, by the clock of ``old``: Kopf 1.38+ keeps the loop's time
+    against the wall clock (``basetime``), Kopf 1.37 has none."""
+    basetime = getattr(old, "basetime", None)
+    if basetime is not None:
+        fields["basetime"] = basetime
+    return HandlerState.from_scratch(**fields)
 
 
 def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
@@ -323,9 +322,8 @@ def raw_body_of(cause: Cause) -> Mapping[str, Any] | None:
 
 
 def runtime_of(state: HandlerState) -> float:
-    """Kopf's ``state.runtime`` in seconds, computed in floats (its datetime arithmetic costs
-    about a microsecond, on every observed run); by the wall clock outside the operator's loop
-    (a hook may keep a run and read it later)."""
+    """Kopf's ``state.runtime`` in seconds; by the wall clock outside the operator's loop (a hook
+    may keep a run and read it later)."""
     try:
         loop_time = asyncio.get_running_loop().time()
     except RuntimeError:

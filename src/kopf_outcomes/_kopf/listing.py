@@ -25,14 +25,13 @@ each time, and then stops the operator (its watcher fails): every finalizer stay
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, NamedTuple
 
 from kopf_outcomes._kopf import selection
-from kopf_outcomes._kopf.internals import APIForbiddenError, index_ids
+from kopf_outcomes._kopf.internals import APIForbiddenError, index_ids, processor_keywords
 
 _LOGGER = logging.getLogger("kopf_outcomes")
 OWN_INDEX_PREFIX = "kopf_outcomes_objects_"  # objects.Source.index: the indices of depends_on_objects
@@ -53,15 +52,14 @@ _tokens = itertools.count()
 
 async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
     """Kopf's watcher, known here until it has listed its resource (an indexed one only)."""
-    toggle, indexed, processor = kwargs.get("resource_indexed"), kwargs.get("operator_indexed"), kwargs.get("processor")
-    registry = processor.keywords.get("registry") if isinstance(processor, functools.partial) else None
+    toggle, indexed = kwargs.get("resource_indexed"), kwargs.get("operator_indexed")
+    registry = processor_keywords(kwargs.get("processor")).get("registry")
     if toggle is None or indexed is None or registry is None:
         return await original(**kwargs)
     resource, namespace = kwargs["resource"], kwargs.get("namespace")
     what = f"{resource.plural} ({resource.group or 'core'}/{resource.version})" + (
         f" in namespace {namespace!r}" if namespace is not None else " cluster-wide")
-    ids = index_ids(registry, resource)
-    own = [index_id for index_id in ids if index_id.startswith(OWN_INDEX_PREFIX)]
+    ids, own = index_ids(registry, resource), own_indices(registry, resource) or frozenset()
     selection.watched(kwargs.get("settings"), resource, own)
     _watching.add(True)
     for index_id in own:
@@ -74,7 +72,7 @@ async def watched(original: Callable[..., Awaitable[None]], kwargs: dict[str, An
     try:
         await original(**kwargs)
     except APIForbiddenError as e:
-        if any(index_id.startswith(OWN_INDEX_PREFIX) for index_id in ids):
+        if own:
             _LOGGER.error(forbidden(resource, namespace, what, e))
         raise
     finally:

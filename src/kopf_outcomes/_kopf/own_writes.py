@@ -21,6 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from kopf_outcomes import bounded
 from kopf_outcomes._kopf.internals import OperatorWrites
 from kopf_outcomes._kopf.per_patch import PerPatch
 
@@ -102,10 +103,7 @@ class OwnWrites:
         if not uid or version is None:
             self._awaited.pop(uid, None)  # unknown: nothing to compare a view with
             return
-        self._awaited[uid] = version
-        self._awaited.move_to_end(uid)
-        while len(self._awaited) > LIMIT:
-            self._awaited.popitem(last=False)
+        bounded.remember(self._awaited, uid, version, LIMIT)
 
     def older(self, body: Mapping[str, Any], listed: bool = False) -> bool:
         """Whether the view is older than our own last memory write of its object (a view at or

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from kopf_outcomes import objects, shards
 from kopf_outcomes._kopf import held, listing, selection
-from kopf_outcomes._kopf.internals import changes_only, operator_registry
+from kopf_outcomes._kopf.internals import changes_only, operator_registry, processor_keywords
 from kopf_outcomes.memory import MemoryRecord
 
 TOLERANCE = 0.5  # seconds: a grid point this close is due now
@@ -161,12 +161,10 @@ def wrap_watcher(original: Callable[..., Awaitable[None]]) -> Callable[..., Awai
     relisting also tells :func:`.objects.left` of those it no longer holds (they went unseen)."""
     async def watcher(**kwargs: Any) -> None:
         _pause.set(kwargs.get("operator_paused"))  # in the watcher's own task: its workers inherit it
-        processor, resource = kwargs.get("processor"), kwargs.get("resource")
-        registry = processor.keywords.get("registry") if isinstance(processor, functools.partial) else None
-        own = listing.own_indices(registry, resource)
+        keywords, resource = processor_keywords(kwargs.get("processor")), kwargs.get("resource")
+        own = listing.own_indices(keywords.get("registry"), resource)
         if any(selection.server_selection(kwargs.get("settings"), resource)) or own:
-            indexers = processor.keywords.get("indexers") if isinstance(processor, functools.partial) else None
-            left = functools.partial(_left_unseen, indexers, own or frozenset())
+            left = functools.partial(_left_unseen, keywords.get("indexers"), own or frozenset())
             _listings.set(selection.Listings(left))  # its stream (wrap_watch) and its workers share it
         await listing.watched(original, kwargs)  # an index is complete once listed (unknown is not none)
     return watcher
@@ -199,14 +197,6 @@ def wrap_watch(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., Asy
     return continuous_watch
 
 
-def pause_of(processor: Any) -> Pause | None:
-    """The pause of this worker: its watcher's, or else the processor's (Kopf >= 1.44.1 binds it there)."""
-    pause = _pause.get()
-    if pause is None and isinstance(processor, functools.partial):  # not a stand-in (Kopf's tests use mocks)
-        pause = processor.keywords.get("operator_paused")
-    return pause
-
-
 Gone = Callable[[Any, Mapping[str, Any]], None]  # Kopf's resource, the object's last state
 
 
@@ -218,9 +208,9 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
     async def worker(**kwargs: Any) -> None:
         stream = kwargs["streams"][kwargs["key"]]
         processor = kwargs["processor"]
-        pause = pause_of(processor)
-        # Kopf's partial of its processor (not a stand-in: Kopf's own tests use mocks).
-        keywords = processor.keywords if isinstance(processor, functools.partial) else {}
+        keywords = processor_keywords(processor)
+        pause = _pause.get()  # its watcher's, or else the processor's (Kopf >= 1.44.1 binds it there)
+        pause = pause if pause is not None else keywords.get("operator_paused")
         registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
         sharded = held.shards_resource(registry, resource)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import collections
 
+from kopf_outcomes import bounded
+
 __all__ = ["concluded", "done_here"]
 
 LIMIT = 65536  # objects × handlers remembered per process; the oldest are forgotten first
@@ -31,10 +33,7 @@ NOT_FOR_GOOD: frozenset[str] = frozenset()
 def concluded(uid: str, handler_id: str, about: frozenset[str] = NOT_FOR_GOOD) -> None:
     """This process's latest conclusion of the handler on the object; ``about``: for good, about the
     state with these digests (as the run saw it, and as the run's write leaves it)."""
-    _final[uid, handler_id] = about
-    _final.move_to_end((uid, handler_id))
-    while len(_final) > LIMIT:
-        _final.popitem(last=False)
+    bounded.remember(_final, (uid, handler_id), about, LIMIT)
 
 
 def done_here(uid: str, handler_id: str) -> frozenset[str]:

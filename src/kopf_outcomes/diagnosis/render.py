@@ -11,6 +11,7 @@ import yaml  # PyYAML comes with Kopf
 
 from kopf_outcomes.diagnosis import waits
 from kopf_outcomes.diagnosis.kube import Kind
+from kopf_outcomes.diagnosis.report import moment
 
 PARKED_AFTER = 5 * 365 * 24 * 3600  # a Kopf delay this far out is a parked handler's, shown as such
 
@@ -172,8 +173,8 @@ def _unexplained(report: Mapping[str, Any]) -> str:
 
 def short(stamp: object) -> str:
     """Kopf's times to the second, in UTC, as Kubernetes shows its own: 2026-12-02T20:42:55Z."""
-    moment = _parse(stamp)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else str(stamp or "-")
+    found = moment(stamp)
+    return found.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if found else str(stamp or "-")
 
 
 def _overdue(handler: Mapping[str, Any]) -> str | None:
@@ -192,22 +193,10 @@ def _next_run(delayed: str | None, state: str, depends_on: Sequence[str] | None,
         return f"{sooner}; escalates at {short(escalates_at)}"
     if next_recheck is not None:
         return short(next_recheck)
-    moment = _parse(delayed)
+    due = moment(delayed)
     now = datetime.datetime.now(datetime.timezone.utc)
-    if state in ("pending", "retained") and moment is not None and (moment - now).total_seconds() > PARKED_AFTER:
+    if state in ("pending", "retained") and due is not None and (due - now).total_seconds() > PARKED_AFTER:
         if state == "retained":
             return "when released"
         return f"on a change of {', '.join(depends_on)}" if depends_on else "on any change"
     return short(delayed)
-
-
-def _parse(stamp: object) -> datetime.datetime | None:
-    if not stamp or not isinstance(stamp, str):
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:  # older Kopf stores naive UTC times
-        return moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.astimezone(datetime.timezone.utc)

@@ -109,17 +109,18 @@ def overdue_since(state: str, record: Mapping[str, Any] | None, kopf_progress: M
     retry whose time has passed (Kopf writes the next one when it runs), and a recheck while
     nothing serves the object (the first grid point after its operator was last seen). A time in
     the past is never moved forward: that looks healthy while nothing runs."""
-    delayed = _moment((kopf_progress or {}).get("delayed"))
+    delayed = moment((kopf_progress or {}).get("delayed"))
     if state == "retrying" and delayed is not None and delayed < now:
         return delayed.isoformat()
     if state != "pending" or not (record or {}).get("recheck") or (served or {}).get("status") != "not-served":
         return None
-    seen = _moment((served or {}).get("lastSeen"))
+    seen = moment((served or {}).get("lastSeen"))
     due = next_due(cast(memory.MemoryRecord, record), seen, after=True) if seen is not None else None
     return due.astimezone(datetime.timezone.utc).isoformat() if due is not None and due < now else ""
 
 
-def _moment(stamp: object) -> datetime.datetime | None:
+def moment(stamp: object) -> datetime.datetime | None:
+    """A stored time (Kopf's, ours), aware; None where it is none (older Kopfs store naive UTC times)."""
     if not isinstance(stamp, str):
         return None
     try:
