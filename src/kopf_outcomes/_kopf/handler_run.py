@@ -55,7 +55,7 @@ from kopf_outcomes._kopf.retentions import holds_retained_child
 from kopf_outcomes.finalizer import fault
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
-from kopf_outcomes.options import UnreadOptions
+from kopf_outcomes.options import UnreadOptions, declared
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
 
@@ -96,9 +96,10 @@ class Runs:
     ) -> KopfOutcome:
         """Kopf's ``execute_handler_once`` entered directly (a cycle runs the same steps inline)."""
         cycle = current()  # None without a cycle: made only where a step needs it
-        released = self.begin(cycle, settings, handler, cause, state)
-        if released is not None:
-            return released
+        if state.message is not None:  # a retained handler carries its mark in Kopf's message
+            released = self.begin(cycle, settings, handler, cause, state)
+            if released is not None:
+                return released
         errors = self.errors_mode(default_errors)
         try:
             outcome = await self.kopf_execute(settings=settings, handler=handler, cause=cause, state=state,
@@ -116,7 +117,7 @@ class Runs:
     def begin(self, cycle: Cycle | None, settings: OperatorSettings, handler: Handler, cause: Cause,
               state: HandlerState) -> KopfOutcome | None:
         """A retained handler released by a person, concluded without running it; None: it runs."""
-        if state.message is None or not is_parked(state, RETAINED_ONLY):  # only a retained one is released
+        if not is_parked(state, RETAINED_ONLY):  # only a retained one is released
             return None
         return releases.released(self.plugins, cycle or of(settings, cause, handler), handler, cause, state, settings)
 
@@ -138,7 +139,8 @@ class Runs:
                 return await stock_kinds.invoke(self.kopf_invoke, dict(
                     handler=handler, cause=cause, retry=retry, started=started, runtime=runtime, settings=settings,
                     lifecycle=lifecycle, subrefs=subrefs, extra_context=extra_context))
-            retry += self.quiet_attempts(cycle, handler)
+            if cycle.records:
+                retry += self.quiet_attempts(cycle, handler)
         plugins = self.plugins
         try:
             result = await self.kopf_invoke(
@@ -151,8 +153,8 @@ class Runs:
                 raise
             self.decide(handler, cause, retry, runtime, settings, subrefs, exception=e)
             raise
-        if plugins.decides_builtin and not isinstance(result, Outcome) \
-                and not option(plugins, handler, cause, "explicit_completion"):
+        if plugins.decides_builtin and not isinstance(result, Outcome) and not (
+                (declared or plugins.provides_options) and option(plugins, handler, cause, "explicit_completion")):
             return result
         self.decide(handler, cause, retry, runtime, settings, subrefs, result=result)
         return result
@@ -165,7 +167,8 @@ class Runs:
         if cycle is not None:
             if not cycle.persists and cycle.kind in STOCK:
                 return await stock_kinds.invoke(self.kopf_invoke, kwargs)
-            kwargs["retry"] = kwargs["retry"] + self.quiet_attempts(cycle, handler)
+            if cycle.records:
+                kwargs["retry"] = kwargs["retry"] + self.quiet_attempts(cycle, handler)
         plugins = self.plugins
         try:
             result = await self.kopf_invoke(**kwargs)
@@ -177,8 +180,9 @@ class Runs:
             self.decide(handler, kwargs["cause"], kwargs["retry"], kwargs["runtime"], kwargs["settings"],
                         kwargs["subrefs"], exception=e)
             raise
-        if plugins.decides_builtin and not isinstance(result, Outcome) \
-                and not option(plugins, handler, kwargs["cause"], "explicit_completion"):
+        if plugins.decides_builtin and not isinstance(result, Outcome) and not (
+                (declared or plugins.provides_options) and option(plugins, handler, kwargs["cause"],
+                                                                  "explicit_completion")):
             return result
         self.decide(handler, kwargs["cause"], kwargs["retry"], kwargs["runtime"], kwargs["settings"],
                     kwargs["subrefs"], result=result)
@@ -187,7 +191,7 @@ class Runs:
     @staticmethod
     def quiet_attempts(cycle: Cycle, handler: Handler) -> int:
         """The quiet rechecks since the handler's conclusion: attempts too (docs/outcomes.md)."""
-        record = cycle.records.get(str(handler.id)) if cycle.records else None
+        record = cycle.records.get(str(handler.id))
         if record is None or not record.get("recheck"):
             return 0
         return requeue.quiet_attempts(record, datetime.datetime.now(datetime.timezone.utc))
@@ -230,7 +234,7 @@ class Runs:
                 return waited
             if isinstance(outcome.exception, HandlerChildrenRetry):
                 return outcome  # Kopf's bookkeeping of its children, not a verdict to remember or tell
-        remember = option(plugins, handler, cause, "remember")
+        remember = (declared or plugins.provides_options) and option(plugins, handler, cause, "remember")
         remembered = str(handler.id) in cycle.records if cycle is not None else has_memory(settings, cause)
         recalled = cycle is not None and str(handler.id) in cycle.recalled  # its key given out: kept on a failure
         if not remember and not remembered and not recalled:

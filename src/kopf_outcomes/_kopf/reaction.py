@@ -115,7 +115,8 @@ class Reactions:
                         extra_context=extra_context, default_errors=default_errors)
                     continue
                 # The steps of Runs.execute_handler_once, with no coroutine of ours around Kopf's (handler_run).
-                released = runs.begin(cycle, settings, handler, cause, handler_state)
+                released = runs.begin(cycle, settings, handler, cause, handler_state) \
+                    if handler_state.message is not None else None  # a retained handler's mark is in it
                 if released is not None:
                     marked = True
                     outcomes[handler.id] = released
