@@ -134,6 +134,7 @@ class Histories(RuleBasedStateMachine):
         # Deletion handlers whose conclusion on an old view was refused where the object shows them not
         # waiting: Kopf keeps its refused removal of the finalizer in the process, to land (safety.md)
         self.landing: dict[str, frozenset[str]] = {}
+        self.unreadable_released = False
         self.tries: collections.Counter[str] = collections.Counter()  # persisted runs: at least Kopf's retries
         self.release_raced = False
         self.releases: list[str] = []  # the release annotations set, in order
@@ -341,6 +342,7 @@ class Histories(RuleBasedStateMachine):
         the next queued one) unless none comes within ``consistency_timeout``. An ``old_view`` is
         older than one already seen (a lagging API server)."""
         self.steps += 1
+        self.unreadable_released = self._unreadable_released()
         seen = int(event.object["metadata"].get("resourceVersion", 0))
         if any(seen < version for version in self.garbled):
             stale = old_view = True  # a view from before the garbage: its write may put the old records back
@@ -538,7 +540,20 @@ class Histories(RuleBasedStateMachine):
             concluded |= {fatal}
         return concluded
 
+    def _unreadable_released(self) -> bool:
+        """Whether the object shows a memory that cannot be read and a person's release ``*``: the way
+        out that held.py documents (an unreadable memory holds until it is fixed, removed, or ``*``)."""
+        annotations = (self.api.body or {}).get("metadata", {}).get("annotations") or {}
+        names = {entry.partition("@")[0] for entry in str(annotations.get(RELEASE_ANNOTATION) or "").split(",")}
+        try:
+            json.loads(annotations.get(MEMORY_ANNOTATION) or "{}")
+        except ValueError:
+            return "*" in names
+        return False
+
     def _may_go(self, handler: model.HandlerSpec) -> bool:
+        if self.unreadable_released:  # the cycle began on a view whose unreadable memory a person released
+            return True
         possible = self._possible(handler)
         if possible & model.DONE or self.landing.get(handler.id, frozenset()) & model.DONE:
             return True

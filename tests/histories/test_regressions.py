@@ -651,3 +651,31 @@ def test_a_record_an_older_view_wrote_without_the_own_write_rekeys_the_state_tha
         history.deliver(count=5, crash=None, latest=False)
         keys = [run.key for run in history.world.runs]
         assert keys[0] == keys[1] != keys[-1]
+
+
+def test_a_persons_star_release_frees_an_unreadable_memorys_hold_as_documented() -> None:
+    """Found by the full run of 2026-12-06, 15:33 (P1, the oracle's): garbage in the memory, then a
+    person's release ``*``, then a change, then an older view on which the deletion handler succeeds
+    (its write refused): Kopf's refused removal of the finalizer lands at the next cycle. That is the
+    documented way out (held.py: an unreadable memory holds until it is fixed, removed, or released
+    with ``*``); the oracle had no rule for it. Without the ``*`` the same history holds (below)."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}),)
+    with machine.replayed(handlers, ["success"] * 6) as history:
+        history.delete()
+        history.memory_garbled()
+        history.person_releases(index=0)  # "*"
+        history.user_changes(field="spec.a", value=1)
+        history.deliver_stale(back=3)
+    assert history.api.body is None  # released, as the person asked
+
+
+def test_an_unreadable_memory_without_a_release_holds_kopfs_refused_removal() -> None:
+    """The guard of the history above, without the person's ``*``: the unreadable memory holds Kopf's
+    refused removal of the finalizer (safety.md), until the handler concludes on the object as it is."""
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}),)
+    with machine.replayed(handlers, ["success"] * 6) as history:
+        history.delete()
+        history.memory_garbled()
+        history.user_changes(field="spec.a", value=1)
+        history.deliver_stale(back=2)
+        assert history.api.finalized  # held: the memory cannot be read
