@@ -1,0 +1,279 @@
+"""
+Attempts to break the restructured hot path of one handler run (issue 45: ``translation.effective``
+then ``realize`` then ``concluding.conclude``; the release of a retained handler in ``releases``;
+``Runs.begin``; ``cycle.NONE_YET`` for a cycle with no memory; ``reaction.select`` as one loop),
+each through Kopf's real processing of one object. Each scenario records what Kopf wrote and
+logged and what the observers were told (``trace``); run with ``KOPF_OUTCOMES_TRACE_DIR`` set, the
+traces are written there, so that two trees can be compared (the review compared the tree before
+the restructuring, 71b4678, with the one after: the same traces). The assertions are the
+behaviour both trees showed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kopf
+import pytest
+
+import kopf_outcomes
+from kopf_outcomes import Fatal, Outcome, Pending, Retry, Success
+from kopf_outcomes._kopf import unrecorded
+from kopf_outcomes.memory import DEFAULT_KEYS
+from tests.unit.one_object import Operator, Server, server
+from tests.unit.releases import stamped
+
+__all__ = ["server"]
+
+RESOURCE = ("kopf.dev", "v1", "kopfexamples")
+
+
+class Observer:
+    """An observer that records what it is told, and fails as many times as it is armed for a handler."""
+
+    armed: dict[str, int] = {}
+    told: list[tuple[str, str, str]] = []
+
+    @kopf_outcomes.hookimpl
+    def kopf_outcomes_observe_outcome(self, run: kopf_outcomes.HandlerRun, outcome: Outcome, patch: Any) -> None:
+        Observer.told.append((run.handler_id, str(getattr(run.kind, 'value', run.kind)), type(outcome).__name__))
+        if Observer.armed.get(run.handler_id, 0) > 0:
+            Observer.armed[run.handler_id] -= 1
+            raise RuntimeError("the metrics backend is down")
+
+
+class UnreadableOptions:
+    """An options plugin that fails for the handler ``broken`` (its options cannot be read)."""
+
+    @kopf_outcomes.hookimpl
+    def kopf_outcomes_handler_options(self, handler_id: str, resource: Any) -> Any:
+        if handler_id.startswith("broken"):
+            raise RuntimeError("the options backend is down")
+        return None
+
+
+@pytest.fixture(autouse=True)
+def installed(unpatched: None) -> Iterator[None]:
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[Observer()])
+    Observer.armed, Observer.told = {}, []
+    unrecorded._final.clear()  # this process's conclusions: each test is a new process
+    yield
+    unrecorded._final.clear()
+
+
+class Odd(Outcome):
+    """An Outcome of a user's own making."""
+
+
+class OddWithBadChoice(Outcome):
+    """An Outcome of a user's own making that carries an on_delete that is no choice (a fault)."""
+
+    on_delete = "maybe"
+
+
+_STAMPISH = re.compile(r"\d{4}-\d\d-\d\dT[0-9:.+]+|@[A-Za-z0-9_-]{4,}|\b\d+(\.\d+)?\b")
+
+
+def _plain(text: str) -> str:
+    return _STAMPISH.sub("#", text)
+
+
+class Trace:
+    """What each event did: the logs (our and Kopf's per-object, INFO and up), the records (outcome,
+    reason, parked), the finalizer, the observers told."""
+
+    def __init__(self, name: str, caplog: pytest.LogCaptureFixture) -> None:
+        self.name, self.caplog, self.steps = name, caplog, []  # type: ignore[var-annotated]
+        caplog.set_level(logging.INFO)
+
+    def step(self, server: Server) -> None:
+        logs = [(record.levelname, _plain(record.getMessage())) for record in self.caplog.records
+                if record.levelno >= logging.INFO and (record.name.startswith("kopf_outcomes")
+                                                       or record.name == "kopf.objects")]
+        self.caplog.clear()
+        records = {handler_id: {key: record.get(key) for key in ("outcome", "parked", "acted")}
+                   | {"reason": _plain(str(record.get("reason")))}
+                   for handler_id, record in sorted(server.records().items())}
+        self.steps.append({"logs": logs, "records": records, "finalized": server.finalized,
+                           "release": _plain(str(server.annotations.get(DEFAULT_KEYS.release))),
+                           "told": list(Observer.told)})
+        Observer.told.clear()
+
+    def dump(self) -> None:
+        where = os.environ.get("KOPF_OUTCOMES_TRACE_DIR")
+        if where:
+            with open(os.path.join(where, f"{self.name}.json"), "w") as file:
+                json.dump(self.steps, file, indent=1, sort_keys=True)
+
+
+def deletion_operator(server: Server, fns: dict[str, Callable[..., Any]], **options: Any) -> Operator:
+    registry = kopf.OperatorRegistry()
+    for handler_id, fn in fns.items():
+        kopf.on.delete(*RESOURCE, registry=registry, id=handler_id, **options)(fn)
+    return Operator(server, registry)
+
+
+async def events(op: Operator, server: Server, trace: Trace, count: int = 1, aged: float = 0) -> None:
+    for index in range(count):
+        if index and aged:
+            server.age(aged)
+        await op.event()
+        trace.step(server)
+
+
+def returning(runs: list[str], name: str, outcome: Callable[[], object]) -> Callable[..., Any]:
+    def fn(**_: Any) -> Any:
+        runs.append(name)
+        made = outcome()
+        if isinstance(made, BaseException):
+            raise made
+        return made
+    return fn
+
+
+# --- the substitutions that realize made inline, now translation.effective -------------------------
+
+@pytest.mark.parametrize("made", [Odd, OddWithBadChoice])
+async def test_an_outcome_of_a_users_own_making_is_a_retry_that_keeps_the_finalizer(
+        server: Server, caplog: pytest.LogCaptureFixture, made: type[Outcome]) -> None:
+    trace = Trace(f"odd-{made.__name__}", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"h0": returning(runs, "a", lambda: made("mine"))})
+    await events(op, server, trace, 2, aged=3600)
+    trace.dump()
+    assert not server.finalized and runs == ["a", "a"]
+    levels = [level for level, message in trace.steps[0]["logs"] if "unknown outcome type" in message
+              or "held:" in message]
+    assert levels and set(levels) == {"ERROR"}, trace.steps[0]["logs"]
+    told = trace.steps[0]["told"]
+    assert told and all(kind == "change" for _, kind, _ in told), told
+    assert told[-1][2] in ("Retry", "PluginFailure"), told
+
+
+async def test_a_handler_whose_options_cannot_be_read_is_held_on_each_outcome(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[Observer(), UnreadableOptions()])
+    trace = Trace("unread-options", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"broken-a": returning(runs, "a", lambda: Success()),
+                                    "broken-b": returning(runs, "b", lambda: kopf.PermanentError("stock")),
+                                    "broken-c": returning(runs, "c", lambda: Odd("odd"))})
+    await events(op, server, trace, 3)
+    trace.dump()
+    assert not server.finalized
+    assert any("held:" in message for _, message in trace.steps[0]["logs"])
+
+
+# --- a person's release, now releases.released -----------------------------------------------------
+
+@pytest.mark.parametrize("observer_fails", [False, True])
+async def test_a_persons_release_of_a_retained_handler(server: Server, caplog: pytest.LogCaptureFixture,
+                                                      observer_fails: bool) -> None:
+    trace = Trace(f"release-observer-fails-{observer_fails}", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"h0": returning(runs, "a", lambda: Fatal("refused", on_delete="retain"))})
+    await events(op, server, trace, 2)
+    assert server.records()["h0"]["outcome"] == "retained" and not server.finalized
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "h0")
+    Observer.armed["h0"] = 1 if observer_fails else 0
+    await events(op, server, trace)
+    if observer_fails:
+        assert not server.finalized and "deadline" in server.records()["h0"]
+        server.age(3600)
+        await events(op, server, trace, 2)
+    trace.dump()
+    assert server.finalized and runs == ["a"]
+    assert any(kind == "change" and name == "Fatal" for _, kind, name in trace.steps[-1]["told"]
+               + trace.steps[-2]["told"])
+
+
+async def test_fatal_on_delete_retain_with_kopfs_own_permanent_error(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    trace = Trace("retain-stock-permanent", caplog)
+    runs: list[str] = []
+    fn = kopf_outcomes.handler_options(fatal_on_delete="retain")(
+        returning(runs, "a", lambda: kopf.PermanentError("gone wrong")))
+    op = deletion_operator(server, {"h0": fn})
+    await events(op, server, trace, 2)
+    assert not server.finalized and server.records()["h0"]["outcome"] == "retained"
+    assert ("h0", "change", "Fatal") in trace.steps[0]["told"]
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "h0")
+    await events(op, server, trace, 2)
+    trace.dump()
+    assert server.finalized and runs == ["a"]
+
+
+async def test_a_parent_with_a_retained_child_ended_by_its_timeout(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    trace = Trace("parent-timeout-retained-child", caplog)
+    runs: list[str] = []
+
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": returning(runs, "a", lambda: Fatal("refused", on_delete="retain")),
+                                "b": returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1))})
+
+    op = deletion_operator(server, {"parent": parent}, retries=2)
+    await events(op, server, trace, 2)
+    server.age(3600)
+    await events(op, server, trace, 4)
+    assert not server.finalized, trace.steps
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent/a")
+    server.age(3600)
+    await events(op, server, trace, 4)
+    trace.dump()
+    assert runs.count("a") == 1
+
+
+# --- Kopf's own runs, with no memory: select as one loop, NONE_YET ------------------------------------
+
+async def test_stock_handlers_with_no_memory_leave_none(server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    trace = Trace("stock-no-memory", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"h0": returning(runs, "a", lambda: kopf.TemporaryError("later", delay=1)),
+                                    "h1": returning(runs, "b", lambda: None)})
+    await events(op, server, trace, 3, aged=3600)
+    trace.dump()
+    assert DEFAULT_KEYS.memory not in server.annotations
+    assert runs.count("b") == 1 and runs.count("a") == 3 and not server.finalized
+
+
+@pytest.mark.parametrize("outcome", ["pending", "retry", "success", "fatal"])
+async def test_an_event_handlers_outcomes(server: Server, caplog: pytest.LogCaptureFixture, outcome: str) -> None:
+    """A stock kind (``@kopf.on.event``): the kind's row of the table, no memory written to."""
+    trace = Trace(f"event-{outcome}", caplog)
+    runs: list[str] = []
+    made = {"pending": lambda: Pending("later"), "retry": lambda: Retry("again", delay=1),
+            "success": lambda: Success(), "fatal": lambda: Fatal("no", on_delete="retain")}[outcome]
+    registry = kopf.OperatorRegistry()
+    kopf.on.event(*RESOURCE, registry=registry, id="ev")(returning(runs, "ev", made))
+    kopf.on.delete(*RESOURCE, registry=registry, id="h0")(returning(runs, "h0", lambda: None))
+    op = Operator(server, registry)
+    await events(op, server, trace, 2)
+    trace.dump()
+    assert DEFAULT_KEYS.memory not in server.annotations or "ev" not in server.records()
+
+
+async def test_a_pending_sub_handler_parks_its_parent_and_a_change_wakes_both(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    trace = Trace("pending-sub-handler", caplog)
+    runs: list[str] = []
+    ready = {"yes": False}
+
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": returning(runs, "a", lambda: Success() if ready["yes"] else Pending("not yet"))})
+
+    op = deletion_operator(server, {"parent": parent})
+    await events(op, server, trace, 2)
+    assert not server.finalized and server.records()["parent/a"]["outcome"] == "pending"
+    ready["yes"] = True
+    server.body["spec"] = {"v": 2}
+    await events(op, server, trace, 2)
+    trace.dump()
+    assert server.finalized
