@@ -277,3 +277,88 @@ async def test_a_pending_sub_handler_parks_its_parent_and_a_change_wakes_both(
     await events(op, server, trace, 2)
     trace.dump()
     assert server.finalized
+
+
+# --- every kind of handler, each outcome: the kind's row of the table, as before ----------------------
+
+_KINDS = ["change", "timer", "daemon", "activity", "webhook", "event", "index"]
+_OUTCOMES: dict[str, Callable[[], object]] = {
+    "success": lambda: Success(), "pending": lambda: Pending("later", recheck=30), "retry": lambda: Retry("again", delay=7),
+    "fatal-retain": lambda: Fatal("no", on_delete="retain"), "fatal": lambda: Fatal("no"), "odd": lambda: Odd("odd"),
+    "odd-bad-choice": lambda: OddWithBadChoice("odd"), "permanent": lambda: kopf.PermanentError("stock"),
+    "temporary": lambda: kopf.TemporaryError("stock", delay=5), "plain": lambda: None,
+    "error": lambda: RuntimeError("boom"),
+}
+
+
+def _kopf_outcome(outcome: Any) -> dict[str, Any]:
+    return {"final": outcome.final, "delay": outcome.delay, "result": repr(getattr(outcome.result, "returned", None)),
+            "exception": type(outcome.exception).__name__ if outcome.exception is not None else None,
+            "message": _plain(str(outcome.exception)) if outcome.exception is not None else None}
+
+
+@pytest.mark.parametrize("observer_fails", [False, True])
+@pytest.mark.parametrize("outcome", list(_OUTCOMES))
+@pytest.mark.parametrize("kind", _KINDS)
+async def test_each_kinds_outcome_through_kopfs_execute_handlers_once(
+        caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest, kind: str, outcome: str,
+        observer_fails: bool) -> None:
+    if kind in ("event", "index") and outcome.startswith("odd"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "translation.refuse: repr() of an Outcome subclass without _fields raises NotImplementedError "
+            "(see test_an_outcome_of_a_users_own_making_from_an_event_or_index_handler_is_refused_not_a_crash)")))
+    from tests.unit.kopf_objects import cause_of, handler_of, run_handlers
+    from tests.unit.one_object import deleting
+    trace = Trace(f"kind-{kind}-{outcome}-{observer_fails}", caplog)
+    handler = handler_of(kind, returning([], kind, _OUTCOMES[outcome]), id="h0")
+    cause = cause_of(kind, deleting(), logging.getLogger("kopf.objects"))
+    Observer.armed["h0"] = 1 if observer_fails else 0
+    try:
+        found = await run_handlers([handler], cause)
+    except Exception as e:  # a crash on an unusual path is a finding: traced, and compared
+        found = {"crash": type(e).__name__}
+    patch = dict(getattr(cause, "patch", {}) or {})
+    logs = [(record.levelname, _plain(record.getMessage())) for record in caplog.records
+            if record.levelno >= logging.INFO]
+    trace.steps.append({"outcomes": {key: value if isinstance(value, str) else _kopf_outcome(value)
+                                     for key, value in found.items()},
+                        "patch": _plain(json.dumps(patch, sort_keys=True, default=str)), "logs": logs,
+                        "told": list(Observer.told)})
+    trace.dump()
+    assert "crash" not in found, found
+
+
+# --- found: an Outcome of a user's own making where the kind's row refuses outcomes ---------------------
+
+@pytest.mark.xfail(strict=True, raises=NotImplementedError, reason=(
+    "translation.refuse formats the outcome with repr(), and Outcome.__repr__ calls _fields(), which an "
+    "Outcome subclass of a user's own making does not define (NotImplementedError): the crash leaves Kopf's "
+    "processing of the whole event, so the object's deletion handlers do not run on it. The same on 71b4678."))
+@pytest.mark.parametrize("kind", ["event", "index"])
+async def test_an_outcome_of_a_users_own_making_from_an_event_or_index_handler_is_refused_not_a_crash(
+        server: Server, caplog: pytest.LogCaptureFixture, kind: str) -> None:
+    from tests.unit.kopf_objects import cause_of, handler_of, run_handlers
+    from tests.unit.one_object import deleting
+    handler = handler_of(kind, returning([], kind, lambda: Odd("mine")), id="h0")
+    found = await run_handlers([handler], cause_of(kind, deleting(), logging.getLogger("kopf.objects")))
+    assert found["h0"].final and isinstance(found["h0"].exception, kopf.PermanentError)
+    assert any("Odd" in record.getMessage() for record in caplog.records if record.levelno == logging.ERROR)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "translation.refuse: repr() of an Outcome subclass without _fields raises NotImplementedError inside "
+    "Kopf's processing of the event (an @kopf.on.event handler's outcome is refused first): the deletion "
+    "handler never runs on this event and the finalizer stays until another event comes. The same on 71b4678."))
+async def test_an_event_handlers_outcome_of_a_users_own_making_does_not_stop_the_deletion(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    runs: list[str] = []
+    registry = kopf.OperatorRegistry()
+    kopf.on.event(*RESOURCE, registry=registry, id="ev")(returning(runs, "ev", lambda: Odd("mine")))
+    kopf.on.delete(*RESOURCE, registry=registry, id="h0")(returning(runs, "h0", lambda: None))
+    op = Operator(server, registry)
+    crashed = None
+    try:
+        await op.event()
+    except Exception as e:  # Kopf's worker logs it and waits for the next event
+        crashed = e
+    assert "h0" in runs and server.finalized, (runs, repr(crashed))
