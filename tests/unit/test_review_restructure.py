@@ -362,3 +362,47 @@ async def test_an_event_handlers_outcome_of_a_users_own_making_does_not_stop_the
     except Exception as e:  # Kopf's worker logs it and waits for the next event
         crashed = e
     assert "h0" in runs and server.finalized, (runs, repr(crashed))
+
+
+# --- a handler outside of a cycle (callers of Kopf's internals): a retained mark with no record of it -----
+
+@pytest.mark.parametrize("memory_of", ["none", "another-handler", "another-object"])
+@pytest.mark.parametrize("kind", ["change", "timer"])
+async def test_a_retained_mark_outside_of_a_cycle_with_no_retained_record_runs_the_handler_as_kopf_would(
+        caplog: pytest.LogCaptureFixture, kind: str, memory_of: str) -> None:
+    """``Runs.execute_handler_once`` entered directly: before, a cycle was made for a retained mark
+    and kept for the conclusion; now the conclusion makes its own where it needs one."""
+    from kopf_outcomes._kopf.marks import RETAINED_MARK
+    from tests.unit.kopf_objects import cause_of, handler_of, run_handler, state_for
+    from tests.unit.one_object import deleting
+    trace = Trace(f"outside-{kind}-{memory_of}", caplog)
+    runs: list[str] = []
+    handler = handler_of(kind, returning(runs, "h0", lambda: None), id="h0")
+    other = {"h9": {"outcome": "success", "reason": "", "since": "2026-12-04T00:00:00+00:00", "digest": "d",
+                    "uid": "u1" if memory_of == "another-handler" else "u0"}}
+    body = deleting(metadata={"annotations": {DEFAULT_KEYS.memory: json.dumps(other)}}) \
+        if memory_of != "none" else deleting()
+    await run_handler(handler, cause_of(kind, body, logging.getLogger("kopf.objects")))  # unmarked: Kopf's own
+    unmarked = [told_kind for _, told_kind, _ in Observer.told]
+    Observer.told.clear()
+    runs.clear()
+    cause = cause_of(kind, body, logging.getLogger("kopf.objects"))
+    state = state_for([handler]).with_outcomes({handler.id: _retained_outcome(RETAINED_MARK)})
+    found = await run_handler(handler, cause, state)
+    trace.steps.append({"outcome": _kopf_outcome(found), "told": list(Observer.told),
+                        "patch": _plain(json.dumps(dict(cause.patch), sort_keys=True, default=str)),
+                        "logs": [(record.levelname, _plain(record.getMessage())) for record in caplog.records
+                                 if record.levelno >= logging.INFO]})
+    trace.dump()
+    assert runs == ["h0"] and found.final
+    # Told as the same run without the mark is (Runs.concluded: "a run that no cycle started is told as
+    # a change's" where the object has no memory). On 71b4678 a timer's run with the mark and no memory
+    # was told as a timer's (the cycle made for the mark was kept for the conclusion): a difference,
+    # toward the documented rule.
+    assert [told_kind for _, told_kind, _ in Observer.told] == unmarked, (Observer.told, unmarked)
+
+
+def _retained_outcome(mark: str) -> Any:
+    from tests.unit.kopf_objects import execution
+    return execution.Outcome(final=False, exception=kopf.TemporaryError("refused" + mark, delay=10 ** 8),
+                             delay=10 ** 8)
