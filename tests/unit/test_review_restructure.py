@@ -406,3 +406,84 @@ def _retained_outcome(mark: str) -> Any:
     from tests.unit.kopf_objects import execution
     return execution.Outcome(final=False, exception=kopf.TemporaryError("refused" + mark, delay=10 ** 8),
                              delay=10 ** 8)
+
+
+# --- more histories, traced: sub-handlers, rechecks, limits, a live object -------------------------------
+
+def _live(uid: str = "u1") -> dict[str, Any]:
+    return {"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "spec": {"v": 1},
+            "metadata": {"name": "x", "namespace": "ns", "uid": uid, "resourceVersion": "1"}}
+
+
+@pytest.mark.parametrize("made", ["odd", "odd-bad-choice", "permanent-retain", "retry", "pending"])
+async def test_a_sub_handlers_outcomes_under_its_parent(server: Server, caplog: pytest.LogCaptureFixture,
+                                                       made: str) -> None:
+    trace = Trace(f"sub-{made}", caplog)
+    runs: list[str] = []
+    child: Callable[..., Any] = returning(runs, "a", {
+        "odd": lambda: Odd("mine"), "odd-bad-choice": lambda: OddWithBadChoice("mine"),
+        "permanent-retain": lambda: kopf.PermanentError("stock"), "retry": lambda: Retry("again", delay=5),
+        "pending": lambda: Pending("later", recheck=20)}[made])
+    if made == "permanent-retain":
+        child = kopf_outcomes.handler_options(fatal_on_delete="retain")(child)
+
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": child, "b": returning(runs, "b", lambda: None)})
+
+    Observer.armed["parent/a"] = 1
+    op = deletion_operator(server, {"parent": parent}, retries=3)
+    await events(op, server, trace, 6, aged=3600)
+    trace.dump()
+    assert runs.count("b") == 1
+    if made in ("odd-bad-choice", "pending", "permanent-retain"):  # an Odd is a Retry: the parent's retries= end it
+        assert not server.finalized
+
+
+@pytest.mark.parametrize("observer_fails", [0, 1, 3])
+async def test_a_rechecking_handler_over_time(server: Server, caplog: pytest.LogCaptureFixture,
+                                              observer_fails: int) -> None:
+    trace = Trace(f"recheck-{observer_fails}", caplog)
+    runs: list[str] = []
+    answers = iter([Pending("later", recheck=20)] * 4 + [Success()] * 10)
+    op = deletion_operator(server, {"h0": returning(runs, "a", lambda: next(answers))})
+    Observer.armed["h0"] = observer_fails
+    await events(op, server, trace, 10, aged=70)
+    trace.dump()
+    assert server.finalized
+
+
+@pytest.mark.parametrize("outcome", ["retry", "temporary", "held"])
+async def test_retries_run_out(server: Server, caplog: pytest.LogCaptureFixture, outcome: str) -> None:
+    kopf_outcomes.install(entry_points=False, events=False, plugins=[Observer(), UnreadableOptions()])
+    trace = Trace(f"retries-{outcome}", caplog)
+    runs: list[str] = []
+    made = {"retry": lambda: Retry("again", delay=5), "temporary": lambda: kopf.TemporaryError("again", delay=5),
+            "held": lambda: None}[outcome]
+    op = deletion_operator(server, {("broken" if outcome == "held" else "h0"): returning(runs, "a", made)},
+                           retries=2)
+    await events(op, server, trace, 5, aged=3600)
+    trace.dump()
+    if outcome == "held":
+        assert not server.finalized
+
+
+@pytest.mark.parametrize("first", ["pending", "retry", "fatal", "odd"])
+async def test_a_live_objects_create_and_update_handlers(server: Server, caplog: pytest.LogCaptureFixture,
+                                                        first: str) -> None:
+    trace = Trace(f"live-{first}", caplog)
+    server.body = _live()
+    runs: list[str] = []
+    answers = {"pending": Pending("later"), "retry": Retry("again", delay=5), "fatal": Fatal("no"),
+               "odd": Odd("mine")}
+    registry = kopf.OperatorRegistry()
+    kopf.on.create(*RESOURCE, registry=registry, id="c")(returning(runs, "c", lambda: answers[first]))
+    kopf.on.update(*RESOURCE, registry=registry, id="u", field="spec")(returning(runs, "u", lambda: Success()))
+    kopf.on.delete(*RESOURCE, registry=registry, id="d")(returning(runs, "d", lambda: None))
+    op = Operator(server, registry)
+    await events(op, server, trace, 3, aged=3600)
+    server.body["spec"] = {"v": 2}
+    await events(op, server, trace, 3, aged=3600)
+    server.body["metadata"]["deletionTimestamp"] = "2026-12-04T00:00:00Z"
+    await events(op, server, trace, 3, aged=3600)
+    trace.dump()
