@@ -487,3 +487,26 @@ async def test_a_live_objects_create_and_update_handlers(server: Server, caplog:
     server.body["metadata"]["deletionTimestamp"] = "2026-12-04T00:00:00Z"
     await events(op, server, trace, 3, aged=3600)
     trace.dump()
+
+
+@pytest.mark.parametrize("then", ["retry", "error", "pending", "success"])
+async def test_a_handler_that_recalls_its_memory(server: Server, caplog: pytest.LogCaptureFixture, then: str) -> None:
+    """``recall()`` in a cycle with no memory yet (``cycle.NONE_YET``): its key kept as the outcome says."""
+    trace = Trace(f"recall-{then}", caplog)
+    keys: list[tuple[bool, str]] = []
+    answers = iter([{"retry": Retry("again", delay=5), "error": RuntimeError("boom"), "pending": Pending("later"),
+                     "success": Success()}[then]] + [Success()] * 5)
+
+    def fn(**_: Any) -> Any:
+        memory = kopf_outcomes.recall()
+        keys.append((memory.acted_on_this_state, memory.idempotency_key))
+        answer = next(answers)
+        if isinstance(answer, RuntimeError):
+            raise answer
+        return answer
+
+    Observer.armed["h0"] = 1
+    op = deletion_operator(server, {"h0": fn})
+    await events(op, server, trace, 4, aged=3600)
+    trace.steps.append({"keys_repeat": [key == keys[0][1] for _, key in keys], "acted": [a for a, _ in keys]})
+    trace.dump()
