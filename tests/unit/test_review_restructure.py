@@ -10,7 +10,6 @@ behaviour both trees showed.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -283,7 +282,8 @@ async def test_a_pending_sub_handler_parks_its_parent_and_a_change_wakes_both(
 
 _KINDS = ["change", "timer", "daemon", "activity", "webhook", "event", "index"]
 _OUTCOMES: dict[str, Callable[[], object]] = {
-    "success": lambda: Success(), "pending": lambda: Pending("later", recheck=30), "retry": lambda: Retry("again", delay=7),
+    "success": lambda: Success(), "pending": lambda: Pending("later", recheck=30),
+    "retry": lambda: Retry("again", delay=7),
     "fatal-retain": lambda: Fatal("no", on_delete="retain"), "fatal": lambda: Fatal("no"), "odd": lambda: Odd("odd"),
     "odd-bad-choice": lambda: OddWithBadChoice("odd"), "permanent": lambda: kopf.PermanentError("stock"),
     "temporary": lambda: kopf.TemporaryError("stock", delay=5), "plain": lambda: None,
