@@ -33,7 +33,8 @@ class Outcome(kopf.TemporaryError):
         self._misread = misuse.misread()  # made inside a handler that stock Kopf invoked
 
     def _fields(self) -> tuple[Any, ...]:
-        raise NotImplementedError
+        """What it is compared and shown by; an outcome of a user's own making: its reason."""
+        return (self._reason(),)
 
     def __str__(self) -> str:
         reason = self._reason()
