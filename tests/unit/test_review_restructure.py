@@ -546,9 +546,15 @@ async def test_an_observer_failing_on_a_release_through_a_retained_child(
 
 @pytest.mark.xfail(strict=True, raises=histories.Violation, reason=(
     "P2, an object stranded: a rechecking deletion handler (Pending(recheck=5)) that succeeds on a stale event "
-    "(its write refused) is never run again, and the finalizer stays through 40 cycles. The function at fault "
-    "is not pinned down in this review: the rerun decision of a rechecking handler (waiting.recheck_wait, "
-    "waiting.wakes with unrecorded.done_here). Not the restructuring's: the same on 71b4678."))
+    "(its write refused) is not run again within the drain's 40 cycles. Traced (lead, 2026-12-06): the stale "
+    "view shows no memory, so its cycle schedules no recheck (reaction.ours); a rechecking handler then runs "
+    "only at a point of its grid (waiting.recheck_wait, requeue.next_due), which requeue.sleep_and_requeue "
+    "reaches by sleeping until it; the histories call Kopf's processing without the worker (no _stream), and "
+    "their drain requeues every 700 s, always the same phase of a 5 s grid, so no cycle is ever due. In an "
+    "operator, the stale event's arrival ends the sleep that would have requeued the recheck ('a new event "
+    "came') and its cycle schedules none: the recheck waits for the object's next event. Fix direction: a "
+    "refused write of a conclusion for good (unrecorded.concluded) requeues the object's event after Kopf's "
+    "consistency wait. Not the restructuring's: the same on 71b4678."))
 def test_a_rechecking_deletion_handler_that_succeeds_on_a_stale_view_is_not_stranded(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.histories.model import HandlerSpec, PolicySpec
