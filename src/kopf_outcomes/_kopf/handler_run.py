@@ -27,7 +27,6 @@ hold lines (benchmarks README).
 """
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import datetime
 import inspect
@@ -104,7 +103,8 @@ class Runs:
             released = self.begin(cycle, settings, handler, cause, state)
             if released is not None:
                 return released
-        errors = self.errors_mode(default_errors)
+        # The caller's errors mode, for plugins that read arbitrary exceptions as Kopf would.
+        errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
         try:
             outcome = await self.kopf_execute(settings=settings, handler=handler, cause=cause, state=state,
                                               lifecycle=lifecycle, extra_context=extra_context,
@@ -124,11 +124,6 @@ class Runs:
         if not is_parked(state, RETAINED_ONLY):  # only a retained one is released
             return None
         return releases.released(self.plugins, cycle or of(settings, cause, handler), handler, cause, state, settings)
-
-    def errors_mode(self, default_errors: ErrorsMode) -> contextvars.Token[ErrorsMode] | None:
-        """The caller's errors mode, for plugins that read arbitrary exceptions as Kopf would
-        (``reset`` it with the token after the run); None where no plugin decides."""
-        return None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
 
     # 2. Inside Kopf's run.
 
