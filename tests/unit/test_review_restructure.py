@@ -208,17 +208,21 @@ async def test_fatal_on_delete_retain_with_kopfs_own_permanent_error(
     assert server.finalized and runs == ["a"]
 
 
+def parent_with_a_retaining_child(runs: list[str]) -> Any:
+    """A parent whose sub-handler ``a`` retains (a Fatal, ``on_delete="retain"``) and ``b`` retries."""
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": returning(runs, "a", lambda: Fatal("refused", on_delete="retain")),
+                                "b": returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1))})
+    return parent
+
+
 async def test_a_parent_with_a_retained_child_ended_by_its_timeout(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     trace = Trace("parent-timeout-retained-child", caplog)
     runs: list[str] = []
 
-    async def parent(**_: Any) -> None:
-        runs.append("parent")
-        await kopf.execute(fns={"a": returning(runs, "a", lambda: Fatal("refused", on_delete="retain")),
-                                "b": returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1))})
-
-    op = deletion_operator(server, {"parent": parent}, retries=2)
+    op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs)}, retries=2)
     await events(op, server, trace, 2)
     server.age(3600)
     await events(op, server, trace, 4)
@@ -522,12 +526,7 @@ async def test_an_observer_failing_on_a_release_through_a_retained_child(
     trace = Trace(f"release-through-child-{fails_on.replace('/', '-')}", caplog)
     runs: list[str] = []
 
-    async def parent(**_: Any) -> None:
-        runs.append("parent")
-        await kopf.execute(fns={"a": returning(runs, "a", lambda: Fatal("refused", on_delete="retain")),
-                                "b": returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1))})
-
-    op = deletion_operator(server, {"parent": parent}, retries=2)
+    op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs)}, retries=2)
     await events(op, server, trace, 6, aged=3600)
     assert not server.finalized and server.records()["parent"]["outcome"] == "retained"
     server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent/a")
