@@ -24,7 +24,6 @@ import kopf_outcomes
 from kopf_outcomes import Fatal, Outcome, Pending, Retry, Success
 from kopf_outcomes._kopf import unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
-from tests.histories import machine as histories
 from tests.unit.one_object import Operator, Server, server
 from tests.unit.releases import stamped
 
@@ -539,32 +538,3 @@ async def test_an_observer_failing_on_a_release_through_a_retained_child(
     await events(op, server, trace, 4, aged=3600)
     trace.dump()
     assert server.finalized and runs.count("a") == 1, trace.steps[-5:]
-
-
-# --- found by the generated histories (KOPF_OUTCOMES_HISTORIES=full, 6,000 examples) ---------------------
-
-@pytest.mark.xfail(strict=True, raises=histories.Violation, reason=(
-    "P2, an object stranded: a rechecking deletion handler (Pending(recheck=5)) that succeeds on a stale event "
-    "(its write refused) is not run again within the drain's 40 cycles. Traced (lead, 2026-12-06): the stale "
-    "view shows no memory, so its cycle schedules no recheck (reaction.ours); a rechecking handler then runs "
-    "only at a point of its grid (waiting.recheck_wait, requeue.next_due), which requeue.sleep_and_requeue "
-    "reaches by sleeping until it; the histories call Kopf's processing without the worker (no _stream), and "
-    "their drain requeues every 700 s, always the same phase of a 5 s grid, so no cycle is ever due. In an "
-    "operator, the stale event's arrival ends the sleep that would have requeued the recheck ('a new event "
-    "came') and its cycle schedules none: the recheck waits for the object's next event. Fix direction: a "
-    "refused write of a conclusion for good (unrecorded.concluded) requeues the object's event after Kopf's "
-    "consistency wait. Not the restructuring's: the same on 71b4678."))
-def test_a_rechecking_deletion_handler_that_succeeds_on_a_stale_view_is_not_stranded(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.histories.model import HandlerSpec, PolicySpec
-    for name in ("KOPF_OUTCOMES_PLUGINS", "KOPF_OUTCOMES_DISABLE_PLUGINS", "KOPF_OUTCOMES_POLICY",
-                 "KOPF_OUTCOMES_EVENTS"):
-        monkeypatch.delenv(name, raising=False)
-    handlers = (HandlerSpec(id="hdl0-delete", cause="delete", options={}, retries=None, subs=()),)
-    with histories.replayed(handlers, ["success"] * 6, policy=PolicySpec({}, {})) as history:
-        history.behaviour_changes(behaviour="pending_recheck", index=0)
-        history.delete()
-        history.deliver(count=2, crash=None, latest=False)
-        history.time_passes(seconds=1)
-        history.behaviour_changes(behaviour="success", index=0)
-        history.deliver_stale(back=1)
