@@ -138,8 +138,8 @@ class Runs:
                 return await stock_kinds.invoke(self.kopf_invoke, dict(
                     handler=handler, cause=cause, retry=retry, started=started, runtime=runtime, settings=settings,
                     lifecycle=lifecycle, subrefs=subrefs, extra_context=extra_context))
-            if cycle.records:
-                retry += self.quiet_attempts(cycle, handler)
+            if cycle.records:  # quiet rechecks are attempts too (docs/outcomes.md)
+                retry += requeue.quiet_attempts(cycle.records.get(str(handler.id)), _now())
         plugins = self.plugins
         try:
             result = await self.kopf_invoke(
@@ -167,7 +167,7 @@ class Runs:
             if not cycle.persists and cycle.kind in STOCK:
                 return await stock_kinds.invoke(self.kopf_invoke, kwargs)
             if cycle.records:
-                kwargs["retry"] = kwargs["retry"] + self.quiet_attempts(cycle, handler)
+                kwargs["retry"] = kwargs["retry"] + requeue.quiet_attempts(cycle.records.get(str(handler.id)), _now())
         plugins = self.plugins
         try:
             result = await self.kopf_invoke(**kwargs)
@@ -186,14 +186,6 @@ class Runs:
         self.decide(handler, kwargs["cause"], kwargs["retry"], kwargs["runtime"], kwargs["settings"],
                     kwargs["subrefs"], result=result)
         return result
-
-    @staticmethod
-    def quiet_attempts(cycle: Cycle, handler: Handler) -> int:
-        """The quiet rechecks since the handler's conclusion: attempts too (docs/outcomes.md)."""
-        record = cycle.records.get(str(handler.id))
-        if record is None or not record.get("recheck"):
-            return 0
-        return requeue.quiet_attempts(record, datetime.datetime.now(datetime.timezone.utc))
 
     def decide(self, handler: Handler, cause: Cause, retry: int, runtime: datetime.timedelta,
                settings: OperatorSettings, subrefs: Collection[HandlerId], *, result: object = None,
@@ -215,6 +207,7 @@ class Runs:
         return self.carried_out(turn, decided.outcome, decided.subrefs)
 
     def carried_out(self, turn: translation.Turn, outcome: Outcome, subrefs: Collection[HandlerId]) -> KopfOutcome:
+        """The outcome as carried out (a hold where a fault is found), in Kopf's terms, kept and told."""
         outcome = translation.effective(turn, outcome)
         return conclude(turn, outcome, translation.realize(turn, outcome, subrefs))
 
@@ -297,6 +290,10 @@ class Runs:
             return None  # the rule releases it: Kopf's failure stands
         # Told to the observers as a retained Fatal.
         return conclude(turn, Fatal(reason, on_delete="retain"), dataclasses.replace(retained, subrefs=outcome.subrefs))
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def has_memory(settings: OperatorSettings, cause: Cause) -> bool:
