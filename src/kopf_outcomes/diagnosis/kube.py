@@ -5,6 +5,10 @@ The credentials come from Kopf's public ``kopf.login_with_kubeconfig()`` (tokens
 certificates, basic auth); the requests are plain HTTPS from the standard library: GETs, and
 ``signal``'s merge-patch.
 Kubeconfigs that need an exec plugin are not supported: pipe ``kubectl get -o json`` instead.
+
+As client-go, an answer that asks to be retried (a 429 or 5xx with ``Retry-After``: the API server
+answers "429 storage is (re)initializing" while a resource's watch cache starts) is sent again after
+the time it asks for, at most ``RETRIES`` times; then it is the error it says.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import json
 import os
 import ssl
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -39,6 +44,8 @@ class KubeError(Exception):
 
 
 PAGE = 500  # objects per list request, as kubectl's --chunk-size
+RETRIES = 10  # as client-go's maxRetries for an answer with Retry-After
+LONGEST_WAIT = 10.0  # seconds: a longer Retry-After is waited this long
 # Lists of metadata only (the API server's PartialObjectMetadataList), JSON if it cannot.
 MERGE_PATCH = "application/merge-patch+json"
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -118,15 +125,20 @@ class Client:
 
     def _send(self, request: urllib.request.Request, path: str) -> dict[str, Any]:
         verb = request.get_method()
-        try:
-            with urllib.request.urlopen(request, context=self._context, timeout=30) as response:
-                data: dict[str, Any] = json.loads(response.read())
-                return data
-        except urllib.error.HTTPError as e:
-            detail = _status_message(e.read()) or e.reason
-            raise KubeError(f"{verb} {path}: {e.code} {detail}", e.code) from None
-        except (urllib.error.URLError, OSError) as e:
-            raise KubeError(f"{verb} {self.server}{path}: {getattr(e, 'reason', e)}") from None
+        for attempt in range(RETRIES + 1):
+            try:
+                with urllib.request.urlopen(request, context=self._context, timeout=30) as response:
+                    data: dict[str, Any] = json.loads(response.read())
+                    return data
+            except urllib.error.HTTPError as e:
+                wait = _retry_after(e)
+                if wait is None or attempt == RETRIES:
+                    detail = _status_message(e.read()) or e.reason
+                    raise KubeError(f"{verb} {path}: {e.code} {detail}", e.code) from None
+                time.sleep(wait)
+            except (urllib.error.URLError, OSError) as e:
+                raise KubeError(f"{verb} {self.server}{path}: {getattr(e, 'reason', e)}") from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def discover(self) -> Discovery:
         """Every listable top-level resource kind the server serves (preferred versions only).
@@ -194,6 +206,17 @@ class Client:
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
                 return
+
+
+def _retry_after(error: urllib.error.HTTPError) -> float | None:
+    """The seconds the server asks to wait before the same request again; None: it does not ask.
+    client-go's rule (``checkWait``): a 429 or a 5xx with a ``Retry-After`` of whole seconds."""
+    if error.code != 429 and error.code < 500:
+        return None
+    try:
+        return min(max(float(int(error.headers.get("Retry-After") or "")), 0.0), LONGEST_WAIT)
+    except ValueError:  # none, or not whole seconds
+        return None
 
 
 def _status_message(payload: bytes) -> str:
