@@ -113,6 +113,12 @@ class Reactions:
             marked = bool(waiting)  # whether a delay may be ours: one waits, or a run ended otherwise than well
             for handler in lifecycle(todo, state=state, **cause.kwargs):
                 handler_state: HandlerState = state[handler.id]  # type: ignore[assignment]
+                # A hold (a fault; a child's release retried) is not the handler's: it spent none of its
+                # retries= and timeout= (a retained handler is no hold), whoever calls Kopf's run below.
+                if handler_state.message is not None and not is_parked(handler_state, RETAINED_ONLY) and (
+                        is_held(handler_state) or (is_parked(handler_state) and child_release_retried(
+                            cycle, str(handler.id), raw_body_of(cause) or EMPTY))):
+                    handler_state = unheld(state, handler)
                 if execution.execute_handler_once is not self.entry:  # wrapped after us (a tool's): through it
                     marked = True
                     outcomes[handler.id] = await execution.execute_handler_once(
@@ -126,12 +132,6 @@ class Reactions:
                     marked = True
                     outcomes[handler.id] = released
                     continue
-                # A hold (a fault; a child's release retried) is not the handler's: it spent none of its
-                # retries= (a retained handler, not released, is no hold).
-                if handler_state.message is not None and not is_parked(handler_state, RETAINED_ONLY) and (
-                        is_held(handler_state) or (is_parked(handler_state) and child_release_retried(
-                            cycle, str(handler.id), raw_body_of(cause) or EMPTY))):
-                    handler_state = unheld(state, handler)
                 errors = None if self.plugins.decides_builtin else kopf_runs.default_errors.set(default_errors)
                 try:
                     outcome = await runs.kopf_execute(settings=settings, handler=handler, cause=cause,
