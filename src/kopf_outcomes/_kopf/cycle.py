@@ -10,10 +10,7 @@ of a cycle (the instruction scenario, 2026-12-06), kept with :mod:`.reaction`'s 
 without a memory because together they keep five observers within the per-cycle hold line
 (benchmarks README).
 
-Parking is marked, never inferred: a handler is parked by us when Kopf's own progress for it
-carries :data:`PARKED_MARK` at the end of its message (we put it there, in the same PATCH as
-the memory), and our memory's record of it says ``parked``. A stock handler with any delay has
-neither, and Kopf treats it exactly as without kopf-outcomes.
+Parking is marked, never inferred (:mod:`.marks`), and our memory's record of it says ``parked``.
 """
 from __future__ import annotations
 

@@ -5,9 +5,7 @@ told to Kopf's ``apply()`` of the same cycle, and nothing else.
 Kopf's ``apply()`` gets one list of delays: its daemons' first, then ``State.delays`` of the
 change handlers, one per active unfinished handler, in the state's order. A cycle knows which
 of those handlers are ours, so ``apply()`` drops exactly their positions: a stock delay is never
-taken for ours, whatever its value. The ledger is keyed to the cycle's own patch object (the one
-Kopf passes to its ``apply()``), so a cycle that never reaches ``apply()`` leaves nothing behind
-that a later cycle could mistake for its own (:mod:`.per_patch`).
+taken for ours, whatever its value. The ledger is the cycle's own (:mod:`.per_patch`).
 """
 from __future__ import annotations
 

@@ -1,31 +1,8 @@
 """
 The wrapped Kopf functions, put into Kopf by ``attach()`` and back by ``detach()``. Each is thin:
 it reads what Kopf passes, asks the engine, and hands the answer on; everything it does not
-decide stays Kopf's own.
-
-- ``execution.invoke_handler`` and ``execution.execute_handler_once`` — one handler run
-  (:mod:`.handler_run`): the handler's result or exception read through the plugins, and turned
-  into Kopf's outcome. When the built-ins say "stock", the run continues in Kopf untouched: that
-  is stock parity.
-- ``execution.execute_handlers_once`` — one reaction cycle (:mod:`.reaction`): also wakes parked
-  handlers whose state has changed; the kinds left to Kopf run as Kopf's (:mod:`.stock_kinds`).
-- ``application.apply`` — parked handlers neither make Kopf sleep nor "touch-dummy" the object;
-  rechecks sleep there and run again without a write (:mod:`.requeue`); the resourceVersion of a
-  write that carried our memory is remembered, so a view older than it runs nothing (:mod:`.own_writes`).
-- ``queueing.worker`` — the per-object worker, so that a recheck can queue the object's event again.
-- ``queueing.watcher`` — only to tell its workers Kopf's pause: a paused replica requeues nothing.
-- ``watching.continuous_watch`` — where the API server selects, its stream tells the workers which
-  objects it still sends: a recheck asks no LIST; where objects fill our indices, a complete
-  relisting forgets those it no longer holds (:class:`.selection.Listings`).
-- ``indexing.index_resource`` — a watched object's change wakes the parents that wait on it as soon
-  as Kopf's indices know it (:mod:`.indexed`), not after the object's own handlers.
-- ``aiotoggles.ToggleSet.wait_for`` — one task waits on a set's condition, not every object's
-  worker: the start is linear in the watched objects, not quadratic (:mod:`.readiness`).
-- ``observation.revise_namespaces`` — only to know Kopf's view of the namespaces that exist
-  (:mod:`.listing`: a namespace whose watcher ended is gone, or back and not listed yet).
-- ``finalizers.allow_deletion`` — no release of an object whose deletion handler waits (:mod:`.held`).
-- ``patches.Patch.as_json_patch`` — no copy and diff of a body for a declared shard's refused
-  removal of the finalizer of another shard's object (:mod:`.held`).
+decide stays Kopf's own. Which functions, and what each wrapper adds, is said once, in
+docs/explanation/attachment.md (its test checks the table against :attr:`Wrappers.originals`).
 """
 from __future__ import annotations
 
