@@ -8,7 +8,7 @@ running: its deletion released the finalizer (or, retained, kept it for good).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -29,15 +29,18 @@ def wrapped(tmp_path: Any, policy: str, plugin: Flaky) -> Iterator[list[str]]:
     out before uninstall() puts Kopf's own back); yields the handlers called through it."""
     for _ in installed(tmp_path, policy, plugin):
         patched, called = execution.execute_handler_once, []
-
-        async def wrapper(**kwargs: Any) -> Any:
-            called.append(str(kwargs["handler"].id))
-            return await patched(**kwargs)
-        execution.execute_handler_once = wrapper
+        execution.execute_handler_once = passing(patched, called)
         try:
             yield called
         finally:
             execution.execute_handler_once = patched
+
+
+def passing(patched: Callable[..., Any], called: list[str]) -> Callable[..., Any]:
+    async def wrapper(**kwargs: Any) -> Any:
+        called.append(str(kwargs["handler"].id))
+        return await patched(**kwargs)
+    return wrapper
 
 
 async def test_holds_behind_a_wrapper_spend_no_retries_a_pending_handler_keeps_the_finalizer(

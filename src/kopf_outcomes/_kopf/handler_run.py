@@ -16,17 +16,18 @@ A reaction cycle (:mod:`.reaction`) takes these steps itself (:meth:`Runs.begin`
 ``execute_handler_once``, :meth:`Runs.decided` or :meth:`Runs.concluded`), with no coroutine of ours
 around Kopf's: a coroutine layer costs every run about 1 % of its instructions (benchmarks README,
 "the floor"). :meth:`Runs.execute_handler_once` is the same steps for callers of Kopf's internals
-that enter it outside of a cycle. For the same reason :meth:`Runs.invoke_handler` names Kopf's
-parameters one by one: a ``**kwargs`` wrapper, gathering and spreading them again, cost a run
-1.8 % of its instructions (measured, 2026-12-06); a Kopf with other parameters gets
-:meth:`Runs.invoke_handler_any`, which passes them on as they come. Two guards keep calls off
-every run: options are read only where anything can set one (``declared or
-plugins.provides_options``), and a release is looked for only where Kopf's progress has a message
-(a retained handler's mark is in it); together 0.75 % of a run with the built-ins, kept for the
-hold lines (benchmarks README).
+that enter it outside of a cycle; :meth:`Runs.through` calls a tool's wrapper of it put in after us.
+For the same reason :meth:`Runs.invoke_handler` names Kopf's parameters one by one: a ``**kwargs``
+wrapper, gathering and spreading them again, cost a run 1.8 % of its instructions (measured,
+2026-12-06); a Kopf with other parameters gets :meth:`Runs.invoke_handler_any`, which passes them on
+as they come. Two guards keep calls off every run: options are read only where anything can set one
+(``declared or plugins.provides_options``), and a release is looked for only where Kopf's progress
+has a message (a retained handler's mark is in it); together 0.75 % of a run with the built-ins,
+kept for the hold lines (benchmarks README).
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime
 import inspect
@@ -61,6 +62,9 @@ from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.options import UnreadOptions, declared
 from kopf_outcomes.outcomes import Fatal, Outcome, Pending
 from kopf_outcomes.runs import HandlerRun
+
+# Set by Runs.through for the call of a tool's wrapper: our entry says there that it was reached.
+_reached: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("kopf_outcomes_reached", default=None)
 
 _INVOKE_PARAMETERS = ("handler", "cause", "retry", "started", "runtime", "settings", "lifecycle", "subrefs",
                       "extra_context")
@@ -98,6 +102,9 @@ class Runs:
         default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
     ) -> KopfOutcome:
         """Kopf's ``execute_handler_once`` entered directly (a cycle runs the same steps inline)."""
+        reached = _reached.get()
+        if reached is not None:
+            reached.append(True)
         cycle = current()  # None without a cycle: made only where a step needs it
         if state.message is not None:  # a retained handler carries its mark in Kopf's message
             released = self.begin(cycle, settings, handler, cause, state)
@@ -115,6 +122,25 @@ class Runs:
             if errors is not None:
                 kopf_runs.default_errors.reset(errors)
         return self.concluded(cycle, settings, handler, cause, state, outcome)
+
+    async def through(self, wrapper: Callable[..., Any], cycle: Cycle, settings: OperatorSettings, handler: Handler,
+                      cause: Cause, state: HandlerState, lifecycle: LifeCycleFn | None, extra_context: ExtraContext,
+                      default_errors: ErrorsMode) -> KopfOutcome:
+        """Kopf's run through a tool's wrapper of ``execute_handler_once`` put in after us, which
+        reaches :meth:`execute_handler_once`. A wrapper of Kopf's own function (taken before
+        ``install()``) never does: the run's outcome is then carried out here, as that entry would
+        (never Kopf's final outcome unguarded: its faults hold, a retain retains)."""
+        reached: list[bool] = []
+        token = _reached.set(reached)
+        try:
+            outcome: KopfOutcome = await wrapper(settings=settings, handler=handler, cause=cause, state=state,
+                                                 lifecycle=lifecycle, extra_context=extra_context,
+                                                 default_errors=default_errors)
+        except Decided as decided:  # our entry catches its own: this run went past it
+            return self.decided(cycle, handler, cause, state, decided)
+        finally:
+            _reached.reset(token)
+        return outcome if reached else self.concluded(cycle, settings, handler, cause, state, outcome)
 
     # 1. Before Kopf's run.
 

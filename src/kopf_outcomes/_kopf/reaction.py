@@ -121,9 +121,9 @@ class Reactions:
                     handler_state = unheld(state, handler)
                 if execution.execute_handler_once is not self.entry:  # wrapped after us (a tool's): through it
                     marked = True
-                    outcomes[handler.id] = await execution.execute_handler_once(
-                        settings=settings, handler=handler, state=handler_state, cause=cause, lifecycle=lifecycle,
-                        extra_context=extra_context, default_errors=default_errors)
+                    outcomes[handler.id] = await runs.through(execution.execute_handler_once, cycle, settings, handler,
+                                                              cause, handler_state, lifecycle, extra_context,
+                                                              default_errors)
                     continue
                 # The steps of Runs.execute_handler_once, with no coroutine of ours around Kopf's (handler_run).
                 released = runs.begin(cycle, settings, handler, cause, handler_state) \
