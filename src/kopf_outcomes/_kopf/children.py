@@ -1,18 +1,13 @@
 """
 Sub-handlers that wait for us make their parent wait with them.
 
-Kopf runs sub-handlers (``kopf.execute``, ``@kopf.subhandler``, ``kopf.register``) inside the
-parent's run, and retries the parent while any child is unfinished (``HandlerChildrenRetry``,
-with the children's shortest delay: ten years for a parked child). When every unfinished child
-waits for us (parked, rechecking or retained), the parent is parked or rechecks too, with its
-own memory: a change of its state wakes it, and its run wakes the children whose state changed.
-A person's release of a retained child wakes the parent as well (``waiting.wakes``), and a child's
-deadline is the parent's too (it runs the child then): a pending child's escalation, a retained
-child's release retried after an observer failed on it. When some
-child is Kopf's own (a ``TemporaryError``), Kopf's retry of the children stands, but with the
-delay of Kopf's children and ours (a quiet recheck's stored delay is stale: it would be 0).
-Where the only children Kopf retries are held by us (a fault, :class:`.marks.Held`), the parent's
-retry is marked held too: a child's hold spends none of the parent's ``retries=``.
+Kopf retries a parent while any child is unfinished (``HandlerChildrenRetry``, with the children's
+shortest delay: ten years for a parked child). When every unfinished child waits for us (parked,
+rechecking or retained), the parent is parked or rechecks too, with its own memory: a change of its
+state, a person's release of a retained child (``waiting.wakes``) or a child's deadline wakes it, and
+its run runs the children. Where some child is Kopf's own, Kopf's retry stands with Kopf's children's
+delay and ours (a quiet recheck's stored delay is stale: 0); where Kopf retries only children we hold
+(:class:`.marks.Held`), the parent's retry is held too and spends none of its ``retries=``.
 """
 from __future__ import annotations
 

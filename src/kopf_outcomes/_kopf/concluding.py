@@ -140,10 +140,8 @@ def keeps_key(turn: Turn, known: memory.Memory) -> bool:
     """Whether the run's key was given out (``recall()``), in this run or an earlier one about its
     state: then a record keeps it for the state as the cycle's writes leave it (its own, later
     handlers', observers': see ``refreshing.refresh``), so that no write of the operator gives the next
-    run another key. A Retry or error that concluded nothing keeps it ``acted: false``; a Success or a
-    released Fatal (``refreshing.ENDS``) keeps it only where the cycle writes into its state (``refreshing.refresh``
-    ends it otherwise): a kill after that write, before the finalizer's removal, runs it again on the
-    state it acted on."""
+    run another key. A Retry or error that concluded nothing keeps it ``acted: false``; an end: see
+    ``refreshing.ENDS``."""
     return known.about_this_state or str(turn.handler.id) in turn.cycle.recalled
 
 

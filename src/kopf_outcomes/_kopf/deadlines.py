@@ -1,14 +1,9 @@
 """
-Deadlines of waiting handlers: a Pending under a time-based escalation (``after_seconds`` with
-``outcome = "fatal"``) runs again at its deadline even if nothing changes, so that the escalation
-is decided then; a parked Pending would otherwise run only on a change, and never escalate.
-
-The deadline is the moment the escalation is reached: Kopf's ``started`` of the handler plus the
-threshold (what :attr:`HandlerRun.runtime` is compared with). It is stored in the handler's
-memory, in the same PATCH as its conclusion, and scheduled like a recheck (:mod:`.requeue`): the
-object's worker sleeps until then and queues the object's last event again, with no write before
-it. A restart, a resume or a takeover re-arms it from the memory; one missed while no replica
-ran is due at once.
+A Pending under a time-based escalation (``after_seconds`` with ``outcome = "fatal"``) runs again at
+its deadline even if nothing changes: parked, it would run only on a change, and never escalate. The
+deadline (Kopf's ``started`` plus the threshold, what :attr:`HandlerRun.runtime` is compared with) is
+stored with the conclusion and scheduled as a recheck is (:mod:`.requeue`): with no write before it,
+re-armed from the memory after a restart; one missed while no replica ran is due at once.
 """
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
 """
-Outcome Events as series, as client-go's recorder makes them (``tools/record/events_cache.go``):
-
-- a repeat is the same object, type, reason and message: it adds to that Event's ``count`` and
-  moves its ``lastTimestamp`` (one PATCH), instead of a new Event per attempt. A Retry every 5
-  seconds with one message is one Event counting its attempts, not 60 Events a minute;
-- a similar Event (the same object, type and reason, another message) is an Event of its own,
-  until the 10th distinct message within 10 minutes of the previous similar one
-  (:data:`SIMILAR_EVENTS`, :data:`SIMILAR_INTERVAL`): from then on, similar Events are counted in
-  one Event whose message is the latest, after ``(combined from similar events): ``.
-
-An Event that is gone (Events expire, an hour by default) starts a new series.
+Outcome Events as series, as client-go's recorder makes them (``tools/record/events_cache.go``): a
+repeat adds to its Event's ``count``, and similar Events are combined from the 10th distinct message
+on (:data:`SIMILAR_EVENTS`, :data:`SIMILAR_INTERVAL`; what users see: docs/outcomes.md).
 
 Kopf's ``kopf.event()`` can only create Events, so the series are posted here, with Kopf's own
 API client (its credentials, retries and settings), in tasks beside the handler's: a failure to

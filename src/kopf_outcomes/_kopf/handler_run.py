@@ -1,16 +1,7 @@
 """
-One handler run, top to bottom, around Kopf's own ``execute_handler_once``:
-
-1. **before it** (:meth:`Runs.begin`): a retained handler that a person released is concluded
-   without running (:mod:`.releases`);
-2. **inside it** (:meth:`Runs.invoke_handler`, Kopf's ``invoke_handler``): the handler's result or
-   exception read through the plugins; where they decide, the outcome leaves Kopf's run as
-   :class:`Decided`, before Kopf logs anything of it;
-3. **after it**: our outcome carried out (:meth:`Runs.decided`: :mod:`.translation` makes it Kopf's),
-   or Kopf's own concluded (:meth:`Runs.concluded`: the finalizer guard, sub-handlers that wait
-   for us);
-4. **the conclusion kept and told** (:func:`.concluding.conclude`): remembered in the object's
-   memory, then told to the observers.
+One handler run, top to bottom, around Kopf's own ``execute_handler_once``: before it (a release),
+inside it (the result read through the plugins), after it (our outcome carried out, or Kopf's
+concluded), the conclusion kept and told; each step is a method of :class:`Runs`.
 
 A reaction cycle (:mod:`.reaction`) takes these steps itself (:meth:`Runs.begin`, Kopf's
 ``execute_handler_once``, :meth:`Runs.decided` or :meth:`Runs.concluded`), with no coroutine of ours

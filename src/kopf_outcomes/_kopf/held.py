@@ -1,28 +1,14 @@
 """
 A finalizer that Kopf would release while a deletion handler's memory says it waits: kept.
 
-Kopf removes its finalizer from an object that none of its deletion handlers match any more
-("no handlers requiring it"), mid-deletion too: an object relabelled out of the handlers'
-``labels=`` (moved to another shard), or out of their ``annotations=`` or ``when=``. Nobody decided
-that release: the handler waits for a callback that has not come. So the finalizer stays while
-this operator's memory in the object says one of its deletion handlers waits (``Pending``, a
-``Retry`` after it, or a retained ``Fatal``). The operator (shard) that matches the object now
-runs the handler from that memory and releases the finalizer when the handler is done; this one
-writes nothing for it.
-
-Every one of Kopf's releases goes through ``finalizers.allow_deletion``; in Kopf >= 1.38 it is a
-function of the body as the cycle's merge-patch leaves it, so a handler that concludes now releases
-as before. Before 1.38 it adds to that patch before our memory's conclusion is in it: there the
-memory cannot be read as the cycle leaves it (Kopf 1.37 also passes an empty patch in the cycle
-where the handler concludes, so an empty patch vouches for nothing), and Kopf releases as stock
-Kopf does (a known limit, docs/compatibility.md).
-A declared shard (:mod:`kopf_outcomes.shards`) removes no finalizer of another shard's object of
-the resource it shards (whose handlers filter by its label, :func:`shards_resource`); the objects of
-every other resource are released as stock Kopf releases them;
-since the shards share the finalizer, Kopf queues that removal on every event of every other shard's
-object, so a patch that holds nothing else costs no copy and diff of the body (:func:`wrap_json_patch`).
-The way out stays a person's: the release annotation (naming the handler, or ``*``), or a handler
-removed from the code (its memory is then no one's: Kopf releases as it would).
+Kopf removes its finalizer from an object none of its deletion handlers match any more ("no handlers
+requiring it", docs/safety.md); nobody decided that release, so it waits for the operator (shard) that
+matches the object now (docs/howto/shard.md), or for a person's release. Kopf releases through
+``finalizers.allow_deletion``; before 1.38 it adds to the cycle's patch before our memory's conclusion
+is in it (and 1.37 passes an empty one where the handler concludes), so there nothing is kept: Kopf
+releases as stock Kopf does (docs/compatibility.md). A declared shard removes no finalizer of another
+shard's object (:func:`shards_resource`); Kopf queues that removal on each of their events, so a patch
+that holds nothing else costs no copy and diff of the body (:func:`wrap_json_patch`).
 """
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """
-A watched object's change reaches the parents that wait on it when Kopf's indices learn of it:
-right after Kopf's ``indexing.index_resource`` for its event, before the object's own handlers run.
-Waking the parents after the object's own processing made them as late as its handlers: a child
-whose own handler waits (a recheck, its own other objects) told its parents a recheck interval
-later, or at its next event. Here the bound is the watch, whatever the child's handlers do.
-
-The parents then read the index as it is now: the wake-up comes after Kopf replaced the object's
-entries, never before (a parent woken early would find the old entries and conclude as before).
+A watched object's change wakes the parents that wait on it right after Kopf's indices learn of it,
+before the object's own handlers run: woken after them, a parent learnt of a waiting child a recheck
+interval later. The wake-up comes after Kopf replaced the object's entries, never before: a parent
+woken early would find the old entries and conclude as before.
 """
 from __future__ import annotations
 

@@ -126,11 +126,8 @@ _CYCLE: Final = 9  # the cycle the run is in (its handlers and Kopf's state): re
 
 
 class KopfRun(HandlerRun):
-    """
-    A :class:`HandlerRun` that reads each field from Kopf's objects when a hook asks for it.
-    Built on every observed run: built whole, a run cost five trivial observers a fifth of
-    Kopf's own handler run, and most observers read few of its fields (benchmarks README).
-    """
+    """A :class:`HandlerRun` that reads each field from Kopf's objects when a hook asks for it: built
+    whole, it cost five trivial observers a fifth of Kopf's run, and most read few fields."""
 
     __slots__ = ("_sources", "_runtime")
     _sources: _Sources
@@ -236,8 +233,8 @@ _set_runtime = KopfRun._runtime.__set__  # type: ignore[attr-defined]
 def build(plugins: PluginManager, kind: Kind, handler: Handler, cause: Cause, retry: int,
           runtime: float | HandlerState, settings: OperatorSettings, previous: MemoryRecord | None,
           cycle: Siblings | None = None) -> HandlerRun:
-    """The run as hooks see it. Built on every observed run: only what would change later is read
-    now (``runtime``, a handler's progress, is read when a hook asks)."""
+    """The run as hooks see it: only what would change later is read now (``runtime``, a handler's
+    progress, is read when a hook asks)."""
     run = _new(KopfRun)
     _set_sources(run, (
         handler, cause, retry, runtime, settings, previous,

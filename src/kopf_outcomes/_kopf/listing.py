@@ -1,27 +1,10 @@
 """
 Whether Kopf has listed an indexed resource everywhere it watches it: only then is an index
-complete, and "no objects" means none (unknown is not none).
-
-Kopf itself holds every object's handlers until the indexed resources are listed when the
-operator starts, and the objects of a namespace that appears later (``--namespace 'pattern*'``)
-until that namespace's are. It does not hold the objects of a watcher that was ready before (a
-watcher stops asking once the operator was indexed): a cluster-scoped parent of children in the
-new namespace, a reference into it. ``dependents.take`` holds those handlers while
-:func:`unlisted` names a listing still under way.
-
-A namespace's watcher ends when Kopf sees the namespace go (or the resource): its objects are
-gone, none is the truth there, until Kopf sees a namespace of that name again (its namespace
-observer's insights): from then until a new watcher has listed it, its objects are unknown.
-Where Kopf's view of the namespaces is not known, an ended namespace is unknown too (held,
-looked at again every minute).
-
-Where Kopf does not watch the resource at all (a namespace outside ``--namespace``: a reference
-into it, the children of a cluster-scoped object there), its objects are unknown too:
-:func:`unwatched` names it, and ``dependents.take`` holds those handlers.
-
-A listing the operator may not do (403 Forbidden) Kopf retries with its error backoffs, at ERROR
-each time, and then stops the operator (its watcher fails): every finalizer stays.
-:func:`watched` adds the one ERROR that names the permission to grant.
+complete, and "no objects" means none (unknown is not none). Kopf holds the objects of a listing under
+way, but not those of a watcher that was ready before (a cluster-scoped parent, a reference into a new
+namespace): ``dependents.take`` holds those handlers. The cases (a listing under way, an ended or an
+unwatched namespace, a refused listing) are docs/howto/wait-for-objects.md's "When the objects are
+unknown"; :func:`unlisted`, :func:`unwatched`, :func:`watched` and :func:`_gone` tell each.
 """
 from __future__ import annotations
 

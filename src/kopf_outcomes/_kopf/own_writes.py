@@ -3,16 +3,8 @@ The rule: a view older than this process's own last write of an object's memory 
 change handlers (the kinds with a memory). That write is newer than the view, so the view lacks what
 it recorded; run on it, a handler would act as if its memory were lost, and start its side effect
 twice for one state. What else the event runs (event handlers, timers, daemons, webhooks) is Kopf's.
-
-Kopf waits for the event of its own PATCH only ``consistency_timeout`` seconds, then processes the
-older events it has (another operator's bookkeeping written just before ours, say). We remember the
-resourceVersion each PATCH that carried our memory returned, per object (uid), and compare a view's
-with it: resource versions of one resource are comparable integers (Kubernetes KEP-5504, stable in
-1.35; etcd's revisions always were). A view at or after that version ends the wait. Where our
-write's version is not such an integer, or Kopf does not tell the version its PATCH returned (1.37),
-we know nothing and record nothing: the cycle is Kopf's, as without this rule; a view whose version
-is not one is left to Kopf too, and the wait goes on. A restarted process or another replica has no
-such knowledge either: that stays the limit safety.md names.
+How the versions are remembered and compared (KEP-5504), where nothing is known, and the limit that
+stays: docs/safety.md, after Kopf's ``consistency_timeout``.
 """
 from __future__ import annotations
 

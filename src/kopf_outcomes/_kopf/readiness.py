@@ -1,18 +1,9 @@
 """
-Kopf's wait for a set of toggles (``aiotoggles.ToggleSet.wait_for``), with one waiter on the
-set's condition instead of one per task.
-
-At the start, every object's worker waits until the operator's indices are listed
-(``operator_indexed.wait_for(True)``), and the creation of each object's toggle in that set (by
-the watcher) and its dropping (by the worker) notify the set's condition: each notification woke
-every worker that waits, each in turn under the condition's lock. The start was quadratic in the
-watched objects, in stock Kopf too as soon as it has an index: 6 s for 1,000 indexed objects, 33 s
-for 2,000, 175 s for 4,000 (benchmarks/README.md, scenario 9). Here the first task that waits for
-a state waits on the condition, as Kopf's does (a task that waits alone waits exactly as in Kopf);
-the others wait until it returns, then each looks again (it returns only when the state holds),
-and one of them leads if it does not: a notification wakes one task, whatever the number of objects.
-What the wait means is Kopf's, unchanged (Kopf's own tests of toggle sets and of the blocking until
-indexed pass with it: ``tox -e parity``); only the needless wake-ups are gone.
+Kopf's wait for a set of toggles (``aiotoggles.ToggleSet.wait_for``), with one waiter on the set's
+condition instead of one per task: each object's toggle woke every waiting worker, so a start with an
+index was quadratic in the watched objects, in stock Kopf too (benchmarks/README.md, scenario 9).
+The first task waits on the condition as Kopf's does; the others wait for it, then look again, and one
+leads if the state does not hold. What the wait means is Kopf's (``tox -e parity``).
 """
 from __future__ import annotations
 

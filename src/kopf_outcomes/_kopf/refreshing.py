@@ -40,11 +40,8 @@ def refresh(plugins: PluginManager, cycle: Cycle, cause: Cause) -> None:
     the cycle's patch leaves it. Of the handlers that concluded now (later handlers and observers
     of the cycle may have written more), and of those whose state had not changed before this
     cycle: what the operator writes, in any handler's cycle, is never a change for a parked one.
-    Each digest is taken in the cycle of its handler (a sub-handler's results are its own). A
-    conclusion that ends the handler's work (:data:`ENDS`) and kept its key (``concluding.keeps_key``)
-    keeps its record only where the cycle writes into its state: a kill after that write and before
-    the finalizer's removal runs it again on that state, which its record says it acted on; else it
-    ends its record, as ever.
+    Each digest is taken in the cycle of its handler (a sub-handler's results are its own). An end
+    whose cycle wrote nothing into its state goes (:data:`ENDS`).
     """
     body, patch = raw_body_of(cause), getattr(cause, "patch", None)
     if body is None or not patch:
@@ -99,7 +96,9 @@ def rewrite(cycle: Cycle, body: Mapping[str, Any], patch: MutableMapping[str, An
 
 # The conclusions that end a handler's work on its state: a Success, and a Fatal that lets its finalizer
 # go (the rules', or a person's release of a retention). Their record is no retention and holds nothing
-# (``held.WAITING``); it is kept, not remembered, only where their cycle writes into the state (``refresh``).
+# (``held.WAITING``). Not remembered, an end that kept its key (``concluding.keeps_key``) keeps its record
+# only where its cycle writes into its state: a kill after that write and before the finalizer's removal
+# runs it again on that state, which its record says it acted on. Else the record ends (``refresh``).
 ENDS = frozenset({"success", "fatal"})
 
 

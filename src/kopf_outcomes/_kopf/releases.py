@@ -48,7 +48,7 @@ def released(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
 def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
     """
     A person's release of a retained handler, concluded: its retention goes (its record ends as a
-    released Fatal's does: ``keeps_key``; no stamp, no hold), Kopf's failure is final
+    released Fatal's does: ``refreshing.ENDS``; no stamp, no hold), Kopf's failure is final
     (the finalizer goes, the release annotation with it), and the observers are told. Where one of
     them fails, the release is retried, not the handler: the handler stays retained as it was (its
     record, stamp and Kopf's retained mark), the release annotation stays, and the release is

@@ -1,27 +1,10 @@
 """
 Rechecks without writes: a handler that concludes ``Pending(recheck=...)`` about the same state as
 before runs again from the operator's memory, not through Kopf's stored delay and "touch-dummy".
-
-The schedule is a grid anchored where the conclusion began: ``since + phase + k * recheck`` (both
-stored once, in the handler's memory, when the conclusion first holds; the phase, up to a tenth of
-the interval, is fixed by ``since``: objects that concluded together recheck apart, not in
-lock-step for good), so it survives a restart without a write: after one, a handler runs at its
-next grid point, not at once and not never. A recheck missed while the operator was down runs at
-the next grid point, at most one interval late; one
-that has just passed when a replica lists the objects (a restart, a resume, a takeover) is not run
-again: the replica that was active ran it.
-
-Between two runs the object's worker sleeps in Kopf's ``apply`` (as Kopf's own delays do, woken
-early by any new event of the object), and then puts the object's last event back into its own
-queue: the next run costs a read of nothing and a write of nothing.
-
-The requeue obeys Kopf's pause (peering: a replica of higher priority is active, or the peering
-CRD is missing). Kopf pauses by closing the watch streams (every supported version) and, since
-1.44.1, by telling the processor too; neither stops a worker that puts an event into its own queue.
-So a paused replica queues no recheck, and one queued before the pause is dropped when taken out
-during it: the paused replica runs no handler and makes no write. On resume, Kopf lists every
-object again, and its cycle schedules the rechecks anew from the memory: at the next grid point,
-as after a restart (or the active replica runs them, from the same memory, after a takeover).
+The schedule is a grid stored once in the handler's memory, so a restart needs no write (the grid and
+its phase: docs/outcomes.md; a point just passed at a fresh listing: :func:`next_due`). Between runs
+the object's worker sleeps in Kopf's ``apply`` and queues its last event again: a run reads and writes
+nothing. Kopf's pause (peering) is obeyed: docs/explanation/attachment.md, ``queueing.watcher``.
 """
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """
-What the API server sends of a resource to the operator's watch, where Kopf asks it to select
-(Kopf 1.45's ``settings.watching`` label, field and shard selectors, as shards by label set them):
-an object outside the selection is never seen, so it is never read as "none" (``dependents.take``
-holds a handler whose other objects are selected so), and an object that left it unseen (a watch
-restarted from a new listing is not told) is not rechecked on its last state (``requeue``).
-
-Whether an object is still selected is read off the watch itself (:class:`Listings`): the API
-server tells a watch that stays connected of an object that leaves its selection (a DELETED
-event), and a new complete listing (after "410 Gone") holds every object still selected; one that
-was in none since the last complete listing has left. No request per recheck.
+What the API server sends of a resource to the operator's watch where Kopf asks it to select (Kopf
+1.45's ``settings.watching`` selectors): an object outside the selection is never seen, so it is never
+read as "none" (``dependents.take``), and one that left it unseen is not rechecked on its last state
+(``requeue``). Whether an object is still selected is read off the watch itself, with no request per
+recheck (:class:`Listings`).
 """
 from __future__ import annotations
 

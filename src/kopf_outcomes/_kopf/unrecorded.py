@@ -1,15 +1,11 @@
 """
 A parked handler that this process saw conclude for good, while the object still shows it waiting.
 
-A cycle on a view older than the object's (a stale event, after a failover or a relist) can run a
-parked deletion handler that its view does not show parked; it concludes, and Kopf decides to
-remove the finalizer. That PATCH carries the old view's resourceVersion and is refused: the
-conclusion is lost, and the object still shows the handler parked (its memory and Kopf's progress).
-Kopf keeps retrying the removal, which the memory holds (``held``), and a parked handler runs only
-on a change: nothing would ever wake it. So a handler this process concluded for good that the
-object shows waiting runs again on the current view, and concludes afresh (its memory says whether
-it acted on this state); the finalizer is held until it does. Only where that conclusion was about
-the state the object shows now: a wait on another state is not the one it concluded.
+A cycle on a stale view can run a parked deletion handler to its end; the finalizer's removal is then
+refused (the old resourceVersion), the conclusion is lost, and a parked handler runs only on a change
+(the scenario: ``waiting.wakes``, tests/histories/test_review_wave5.py). So it runs again on the
+current view (the finalizer held until then), only where its conclusion was about the state the object
+shows now: a wait on another state is not the one it concluded.
 """
 from __future__ import annotations
 
