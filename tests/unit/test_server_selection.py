@@ -32,7 +32,7 @@ installed = test_objects_safety.installed  # the fixture: the patch installed, n
 @pytest.fixture(autouse=True)
 def forget_selections() -> Iterator[None]:
     yield
-    selection._selected.clear()
+    selection.selected.clear()
     dependents._refused.clear()  # said once per handler: each test says it anew
 
 

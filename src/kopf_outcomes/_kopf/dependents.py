@@ -77,7 +77,7 @@ def _unknown(kind: Kind, handler: Handler, sources: Sequence[objects.Source], bo
                       " registry to depends_on_objects(..., registry=...), and declare it before the operator"
                       " starts."), logging.ERROR
     narrowed = [f"{'/'.join(source.resource)}: {selected}" for source in sources
-                if (selected := selection.selected_by_server(source.index))
+                if (selected := selection.selected.get(source.index))
                 and (selected.fields or selected.shard or not source.within(selected.labels))]
     if narrowed:
         return None, (f"{handler} depends on other objects that the operator watches only in part: it asks the"

@@ -9,15 +9,9 @@ import dataclasses
 from kopf_outcomes import memory
 from kopf_outcomes._kopf import dependents
 from kopf_outcomes._kopf.cycle import EMPTY, Cycle, of
-from kopf_outcomes._kopf.internals import (
-    Cause,
-    Handler,
-    cause_var,
-    handler_var,
-    subsettings_var,
-)
+from kopf_outcomes._kopf.internals import Cause, Handler, cause_var, handler_var, subsettings_var
 from kopf_outcomes._kopf.kopf_runs import body_of
-from kopf_outcomes._kopf.states import digest, recorded_scope, scope_of
+from kopf_outcomes._kopf.states import Scope, digest, scope_of
 from kopf_outcomes.errors import NotInstalledError
 from kopf_outcomes.manager import PluginManager
 from kopf_outcomes.memory import Memory
@@ -48,11 +42,14 @@ def memory_of(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cau
     handler_id = str(handler.id)
     state_digest = digest(plugins, cycle, handler, cause)
     previous = cycle.records.get(handler_id)
-    now = scope_of(plugins, handler, cause) if previous is not None else None
-    scope = recorded_scope(previous, now) if previous is not None and now is not None else None
     rescoped = None
-    if scope is not None and scope != now:  # an upgrade changed it
-        rescoped = digest(plugins, cycle, handler, cause, scope=scope)
+    if previous is not None:
+        # The scope it was concluded in. Records carry ``ignore`` (absent: none) since they carry their ``key``:
+        # one without was written before, its ``ignore`` read as the handler's own now (unknown: nothing tells it).
+        now = scope_of(plugins, handler, cause)
+        scope = Scope(previous.get("depends_on"), previous.get("ignore", []) if "key" in previous else now.ignore)
+        if scope != now:  # an upgrade changed it
+            rescoped = digest(plugins, cycle, handler, cause, scope=scope)
     taken = cycle.objects.get(handler_id)
     key = fresh_key(cycle, handler, cause, state_digest)
     if taken is None:

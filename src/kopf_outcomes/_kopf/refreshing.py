@@ -11,14 +11,7 @@ from typing import Any
 
 from kopf_outcomes import memory
 from kopf_outcomes._kopf.cycle import EMPTY, Cycle, records_as_patched
-from kopf_outcomes._kopf.internals import (
-    Cause,
-    Handler,
-    HandlerId,
-    changing_ids,
-    raw_body_of,
-    resource_deletion_ids,
-)
+from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, changing_ids, raw_body_of, resource_deletion_ids
 from kopf_outcomes._kopf.kopf_runs import options_of
 from kopf_outcomes._kopf.recall import fresh_key
 from kopf_outcomes._kopf.states import before_status, digest, recorded_digest, remembered

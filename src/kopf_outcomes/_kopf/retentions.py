@@ -11,10 +11,7 @@ from typing import Any
 from kopf_outcomes import memory
 from kopf_outcomes._kopf import deadlines
 from kopf_outcomes._kopf.cycle import EMPTY, Cycle, records_as_patched
-from kopf_outcomes._kopf.internals import (
-    Cause,
-    Handler,
-)
+from kopf_outcomes._kopf.internals import Cause, Handler
 from kopf_outcomes.memory import MemoryRecord
 
 

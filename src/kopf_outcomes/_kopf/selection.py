@@ -28,9 +28,9 @@ class Selection(NamedTuple):
         return " and ".join(f"{name} {value!r}" for name, value in zip(self._fields, self, strict=True) if value)
 
 
-# Our indices whose resource the API server selects for the operator: what they hold may be a
-# part of what handlers wait for.
-_selected: dict[str, Selection] = {}
+# Our indices whose resource the API server selects for the operator, with what it sends of it: what
+# they hold may be a part of what handlers wait for.
+selected: dict[str, Selection] = {}
 
 
 def server_selection(settings: Any, resource: Any) -> Selection:
@@ -52,12 +52,7 @@ def watched(settings: Any, resource: Any, own_indices: Collection[str]) -> None:
     """Kopf's watcher of a resource starts: remember its selection for our indices it fills."""
     found = server_selection(settings, resource)
     if any(found):
-        _selected.update((index_id, found) for index_id in own_indices)
-
-
-def selected_by_server(index: str) -> Selection | None:
-    """What the API server sends of the resource that fills this index of ours, where it selects."""
-    return _selected.get(index)
+        selected.update((index_id, found) for index_id in own_indices)
 
 
 async def still_selected(settings: Any, resource: Any, selection: Selection, body: Any) -> bool:
@@ -96,8 +91,7 @@ class Listings:
     def __init__(self, left: Callable[[list[Unlisted]], None] | None = None) -> None:
         self.listings = 0  # the listings begun: one per connection
         self.listed = 0  # the last one that completed
-        self.seen: dict[str, int] = {}
-        self.names: dict[str, tuple[str | None, str | None]] = {}  # uid: namespace, name
+        self.seen: dict[str, tuple[int, str | None, str | None]] = {}  # uid: the listing, namespace, name
         self.vouches = True
         self.left = left
 
@@ -121,19 +115,16 @@ class Listings:
                     pass  # a BOOKMARK event: no object
                 elif raw_event.get("type") == "DELETED":
                     self.seen.pop(uid, None)
-                    self.names.pop(uid, None)
                 else:
-                    self.seen[uid] = listing
                     metadata = raw_event["object"]["metadata"]
-                    self.names[uid] = (metadata.get("namespace"), metadata.get("name"))
+                    self.seen[uid] = (listing, metadata.get("namespace"), metadata.get("name"))
             yield raw_event
 
     def _forget_unlisted(self) -> None:
         """The objects the listing just completed does not hold: they left while the watch was down."""
-        gone = [uid for uid, listing in self.seen.items() if listing < self.listed]
-        for uid in gone:
-            del self.seen[uid]
-        left = [Unlisted(uid, *self.names.pop(uid, (None, None))) for uid in gone]
+        left = [Unlisted(uid, *where) for uid, (listing, *where) in self.seen.items() if listing < self.listed]
+        for unlisted in left:
+            del self.seen[unlisted.uid]
         if left and self.left is not None:
             self.left(left)
 
@@ -143,4 +134,4 @@ class Listings:
         if not self.vouches:
             return None
         uid = (body.get("metadata") or {}).get("uid")
-        return self.seen.get(str(uid), -1) >= self.listed
+        return str(uid) in self.seen and self.seen[str(uid)][0] >= self.listed

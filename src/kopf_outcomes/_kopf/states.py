@@ -52,24 +52,14 @@ def scope_of(plugins: PluginManager, handler: Handler, cause: Cause) -> Scope:
     return Scope(list(options.depends_on) if options.depends_on is not None else None, list(options.ignore or ()))
 
 
-def recorded_scope(record: MemoryRecord, now: Scope) -> Scope:
-    """The scope a record was concluded in. Records carry ``ignore`` (absent: none) since they carry
-    their ``key`` too: one without a key was written before, its ``ignore`` unknown, and read as the
-    handler's own now (an ``ignore=`` changed by that very upgrade is not seen: nothing tells it)."""
-    return Scope(record.get("depends_on"), record.get("ignore", []) if "key" in record else now.ignore)
-
-
 def state_of(plugins: PluginManager, cycle: OperatorsOwn, handler: Handler, cause: Cause, *,
              patched: bool = False, scope: Scope | None = None, status: bool = True) -> dict[str, Any]:
     """The state the handler depends on (see :func:`digest`); ``status=False``: the patch's part in
     ``status`` left unapplied (see :func:`before_status`)."""
     if raw_body_of(cause) is None:
         return {}
-    if scope is None:
-        options = options_of(plugins, handler, cause)
-        return state_in(plugins, cycle, cause, options.depends_on, options.ignore or (), patched=patched,
-                        status=status)
-    return state_in(plugins, cycle, cause, scope.depends_on, scope.ignore, patched=patched, status=status)
+    chosen = options_of(plugins, handler, cause) if scope is None else scope  # both name depends_on and ignore
+    return state_in(plugins, cycle, cause, chosen.depends_on, chosen.ignore or (), patched=patched, status=status)
 
 
 def state_in(plugins: PluginManager, cycle: OperatorsOwn, cause: Cause, depends_on: Iterable[str] | None,

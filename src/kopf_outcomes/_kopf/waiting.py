@@ -11,14 +11,7 @@ from collections.abc import Collection
 from kopf_outcomes import engine, memory
 from kopf_outcomes._kopf import dependents, requeue, unrecorded
 from kopf_outcomes._kopf.cycle import Cycle, is_parked, record_of
-from kopf_outcomes._kopf.internals import (
-    Cause,
-    Handler,
-    HandlerState,
-    State,
-    progress_of,
-    raw_body_of,
-)
+from kopf_outcomes._kopf.internals import Cause, Handler, HandlerState, State, progress_of, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
 from kopf_outcomes._kopf.retentions import child_released, release_waits, unanswered_release
 from kopf_outcomes._kopf.states import digest
