@@ -14,7 +14,7 @@ appears, changes or goes, with no write to its object.
 They are watched through Kopf's own machinery: each source is a Kopf index of the other
 resource (so Kopf lists them all before any handler runs, also after a restart), and Kopf's
 indexing of an object's event wakes the parked objects that depend on it, as soon as the index is
-up to date (before that object's own handlers run: ``_kopf/indexed.py``).
+up to date (before that object's own handlers run: ``_kopf/requeue.py``).
 """
 from __future__ import annotations
 

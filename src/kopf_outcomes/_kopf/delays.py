@@ -5,16 +5,57 @@ told to Kopf's ``apply()`` of the same cycle, and nothing else.
 Kopf's ``apply()`` gets one list of delays: its daemons' first, then ``State.delays`` of the
 change handlers, one per active unfinished handler, in the state's order. A cycle knows which
 of those handlers are ours, so ``apply()`` drops exactly their positions: a stock delay is never
-taken for ours, whatever its value. The ledger is the cycle's own (:mod:`.per_patch`).
+taken for ours, whatever its value.
+
+A value a cycle tells its ``apply()`` (:class:`PerPatch`: our delays, and a held cycle's patch for
+:mod:`.own_writes`) is keyed to the very patch object Kopf hands that ``apply()``: it reaches it
+whichever task runs the cycle (a tool's own task, where a context variable set inside would not come
+back), and no other ``apply()`` can take it. Held weakly where the patch allows it (Kopf's ``Patch``
+does): a cycle that never reaches ``apply()`` leaves nothing behind once its patch is gone.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
+import weakref
 from collections.abc import Callable, Collection, Sequence
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from kopf_outcomes._kopf.internals import State, progresses
-from kopf_outcomes._kopf.per_patch import PerPatch
+
+T = TypeVar("T")
+
+
+class PerPatch(Generic[T]):
+    """Values by patch object; each is taken once."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[Callable[[], object], T]] = {}
+
+    def put(self, patch: object, value: T) -> None:
+        key = id(patch)
+
+        def forget(_: object) -> None:
+            self._values.pop(key, None)
+
+        holder: Callable[[], object]
+        try:
+            holder = weakref.ref(patch, forget)
+        except TypeError:  # a patch that cannot be referenced weakly (not Kopf's): held until taken
+            holder = functools.partial(_same, patch)
+        self._values[key] = (holder, value)
+
+    def take(self, patch: object) -> T | None:
+        """The value told for this very patch object, if any; it is then forgotten."""
+        entry = self._values.get(id(patch))
+        if entry is None or entry[0]() is not patch:
+            return None
+        del self._values[id(patch)]
+        return entry[1]
+
+
+def _same(value: object) -> object:
+    return value
 
 
 class Ours(NamedTuple):
@@ -55,4 +96,4 @@ def stock(delays: Sequence[float], ours: Ours) -> list[float]:
     return [*head, *(delay for delay, mine in zip(tail, ours.positions, strict=True) if not mine)]
 
 
-__all__ = ["Ours", "stock", "take", "tell"]
+__all__ = ["Ours", "PerPatch", "stock", "take", "tell"]

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from kopf_outcomes import bounded
+from kopf_outcomes._kopf.delays import PerPatch
 from kopf_outcomes._kopf.internals import OperatorWrites
-from kopf_outcomes._kopf.per_patch import PerPatch
 
 __all__ = ["OwnWrites"]
 

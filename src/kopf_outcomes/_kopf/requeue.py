@@ -5,6 +5,7 @@ The schedule is a grid stored once in the handler's memory, so a restart needs n
 its phase: docs/outcomes.md; a point just passed at a fresh listing: :func:`next_due`). Between runs
 the object's worker sleeps in Kopf's ``apply`` and queues its last event again: a run reads and writes
 nothing. Kopf's pause (peering) is obeyed: docs/explanation/attachment.md, ``queueing.watcher``.
+A watched object's change wakes the parents waiting on it as Kopf indexes it (:func:`wrap_index_resource`).
 """
 from __future__ import annotations
 
@@ -178,6 +179,22 @@ def wrap_watch(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., Asy
         watching = getattr(kwargs.get("settings"), "watching", None)
         return listings.stamped(stream, initial_streaming=bool(getattr(watching, "initial_streaming", False)))
     return continuous_watch
+
+
+def wrap_index_resource(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """Kopf's ``indexing.index_resource``, which then wakes the parents of the object it indexed:
+    before the object's own handlers run (woken after them, a parent learnt of a waiting child a
+    recheck interval later), and after Kopf replaced its entries (woken before, a parent would find
+    the old ones and conclude as before)."""
+    async def index_resource(**kwargs: Any) -> None:
+        raw_event = kwargs["raw_event"]
+        try:
+            await original(**kwargs)
+        finally:  # an indexing that failed midway may have changed the index too: wake (a needless one costs nothing)
+            if objects.declared and raw_event.__class__ is not Requeued:  # a recheck indexes nothing
+                objects.changed(raw_event.get("object"), gone=raw_event.get("type") == "DELETED",
+                                indices=listing.own_indices(kwargs.get("registry"), kwargs.get("resource")))
+    return index_resource
 
 
 Gone = Callable[[Any, Mapping[str, Any]], None]  # Kopf's resource, the object's last state

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kopf_outcomes import engine, objects
-from kopf_outcomes._kopf import delays, held, indexed, kopf_runs, listing, readiness, requeue
+from kopf_outcomes._kopf import delays, held, kopf_runs, listing, readiness, requeue
 from kopf_outcomes._kopf.cycle import KEYS
 from kopf_outcomes._kopf.handler_run import Runs
 from kopf_outcomes._kopf.internals import (
@@ -63,7 +63,7 @@ class Wrappers:
         self._apply = application.apply
         self.worker = requeue.wrap_worker(queueing.worker, self._gone)
         self.watcher = requeue.wrap_watcher(queueing.watcher)  # its workers learn Kopf's pause
-        self.index_resource = indexed.wrap(indexing.index_resource)  # parents woken when the index knows
+        self.index_resource = requeue.wrap_index_resource(indexing.index_resource)  # parents woken when the index knows
         self.continuous_watch = requeue.wrap_watch(watching.continuous_watch)  # what a watch still sends
         self.wait_for = readiness.wrap(aiotoggles.ToggleSet.wait_for)  # one waiter per toggle set
         self.revise_namespaces = listing.wrap_revise_namespaces(observation.revise_namespaces)
