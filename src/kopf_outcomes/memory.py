@@ -108,6 +108,10 @@ class MemoryRecord(_Conclusion, total=False):
         A retained handler's: made as it is retained, and carried by the release that answers this
         retention (``<handler>@<stamp>``), so that no release set before it, or without knowing
         of it, can release it.
+    ``released_by`` (str)
+        A retained parent's whose release through its retained sub-handler is retried (an observer
+        failed on it): the release annotation's entry that released that sub-handler (its release
+        concluded, its record gone). The parent's release stands while the annotation carries it.
     ``acted`` (bool)
         False for a ``retry`` that concluded nothing about its state (a Retry or error with no
         conclusion before it) whose run was given its key (``recall()``): the record keeps that key
@@ -129,6 +133,7 @@ class MemoryRecord(_Conclusion, total=False):
     seen: list[dict[str, Any]]
     ignored_release: str
     stamp: str
+    released_by: str
     acted: bool
 
 
@@ -283,6 +288,7 @@ def _valid(record: object) -> bool:
             and _seen(record.get("seen", []))
             and isinstance(record.get("ignored_release", ""), str)
             and isinstance(record.get("stamp", ""), str)
+            and isinstance(record.get("released_by", ""), str)
             and isinstance(record.get("acted", True), bool)
             and _paths(depends_on) and _paths(record.get("ignore", [])))
 
@@ -406,9 +412,20 @@ def release_answers(body: Mapping[str, Any], handler_id: str, record: MemoryReco
     value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
     if record.get("ignored_release") == value:
         return False
-    stamp = record.get("stamp")
+    return _answers(body, handler_id, record.get("stamp"), keys)
+
+
+def release_carries(body: Mapping[str, Any], entry: str, keys: MemoryKeys = DEFAULT_KEYS) -> bool:
+    """Whether the release annotation still carries an entry that released a retention (as
+    :func:`release_value` made it): as it answered that retention, stamped or not."""
+    handler_id, sep, stamp = entry.rpartition("@")
+    return _answers(body, handler_id, stamp, keys) if sep else _answers(body, entry, None, keys)
+
+
+def _answers(body: Mapping[str, Any], handler_id: str, stamp: str | None, keys: MemoryKeys) -> bool:
     if stamp is None:
         return release_requested(body, handler_id, keys)
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.release)
     # The whole value too: the one the log gives for a handler whose id has a ",".
     return (handler_id, stamp) in _releases(body, keys) or (
         isinstance(value, str) and value.strip() == f"{handler_id}@{stamp}")

@@ -508,16 +508,7 @@ async def test_a_handler_that_recalls_its_memory(server: Server, caplog: pytest.
     trace.dump()
 
 
-_LOST = pytest.mark.xfail(strict=True, reason=(
-    "releases.released: the child's release (releases.release) consumes the release annotation "
-    "(concluding.answered: retentions.release_answers_another counts no parent released through this child) "
-    "before the parent's own release is told; where an observer fails on the parent's, its release is retried "
-    "with the annotation gone and the child's record gone, so retentions.release_stands is false at the retry: "
-    "the parent 'stays retained' and the person's release is lost (a new annotation is needed). The same on 71b4678."))
-
-
-@pytest.mark.parametrize("fails_on", [pytest.param("parent", marks=_LOST), "parent/a",
-                                      pytest.param("both", marks=_LOST)])
+@pytest.mark.parametrize("fails_on", ["parent", "parent/a", "both"])
 async def test_an_observer_failing_on_a_release_through_a_retained_child(
         server: Server, caplog: pytest.LogCaptureFixture, fails_on: str) -> None:
     """``releases.released``: a parent retained for its child (its retries= ran out), released by the
@@ -538,3 +529,91 @@ async def test_an_observer_failing_on_a_release_through_a_retained_child(
     await events(op, server, trace, 4, aged=3600)
     trace.dump()
     assert server.finalized and runs.count("a") == 1, trace.steps[-5:]
+
+
+def told(trace: Trace, handler_id: str) -> list[str]:
+    """What the observers were told of this handler, over the whole trace (failed tellings too)."""
+    return [name for step in trace.steps for told_id, _, name in step.get("told", []) if told_id == handler_id]
+
+
+async def parents_release_retried(op: Operator, server: Server, trace: Trace, failures: int) -> str:
+    """The parent retained for its child, released by the child's stamp; an observer fails on the
+    parent's release ``failures`` times (the child's is told): the parent's release waits for its retry."""
+    await events(op, server, trace, 6, aged=3600)
+    release = stamped(server.annotations, "parent/a")
+    server.annotations[DEFAULT_KEYS.release] = release
+    Observer.armed["parent"] = failures
+    server.age(1)
+    await events(op, server, trace)
+    assert not server.finalized and "parent/a" not in server.records()
+    assert server.records()["parent"]["released_by"] == release  # the child's release concluded, its record gone
+    assert server.annotations[DEFAULT_KEYS.release] == release  # left to the parent's release
+    return release
+
+
+async def test_a_release_through_a_child_stands_while_the_parents_observer_fails_twice(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    trace = Trace("release-through-child-parent-fails-twice", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs)}, retries=2)
+    release = await parents_release_retried(op, server, trace, failures=2)
+    server.age(3600)
+    await events(op, server, trace)  # the retry: the observer fails again
+    assert not server.finalized and server.annotations[DEFAULT_KEYS.release] == release
+    assert server.records()["parent"]["released_by"] == release
+    server.age(3600)
+    await events(op, server, trace, 2)
+    trace.dump()
+    assert server.finalized and runs.count("a") == 1, trace.steps[-3:]
+    assert DEFAULT_KEYS.release not in server.annotations  # consumed as the parent's release was told
+    assert told(trace, "parent/a").count("Fatal") == 2  # retained, then released: told once each
+    assert told(trace, "parent")[-3:] == ["Fatal", "Fatal", "Fatal"]  # failed twice, told the third time
+
+
+@pytest.mark.parametrize("then", ["withdrawn", "unstamped", "another-stamp", "star"])
+async def test_a_release_through_a_child_withdrawn_while_the_parents_retry_waits_releases_nothing(
+        server: Server, caplog: pytest.LogCaptureFixture, then: str) -> None:
+    """The retry of the parent's release releases nothing the annotation no longer releases: the
+    entry that released the child is gone (removed, or replaced by a form that answers no retention)."""
+    trace = Trace(f"release-through-child-{then}", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs)}, retries=2)
+    release = await parents_release_retried(op, server, trace, failures=1)
+    replaced = {"unstamped": "parent/a", "another-stamp": release.replace("@", "@0"), "star": "*"}.get(then)
+    if replaced is None:
+        del server.annotations[DEFAULT_KEYS.release]
+    else:
+        server.annotations[DEFAULT_KEYS.release] = replaced
+    server.age(3600)
+    await events(op, server, trace, 2)
+    assert not server.finalized, trace.steps[-2:]
+    assert server.records()["parent"]["outcome"] == "retained"
+    assert "released_by" not in server.records()["parent"] and "deadline" not in server.records()["parent"]
+    assert any("stays retained" in message for _, message in trace.steps[-2]["logs"]), trace.steps[-2]
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent")  # released again: by its own
+    await events(op, server, trace, 2)
+    trace.dump()
+    assert server.finalized and runs.count("a") == 1, trace.steps[-2:]
+
+
+async def test_another_handlers_release_leaves_the_annotation_to_a_parents_retried_release(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    """A retained handler released while the parent's release through its child waits for its retry,
+    by the same annotation (the person added it): the annotation stays for the parent's retry."""
+    trace = Trace("release-through-child-another-released", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs),
+                                    "other": returning(runs, "o", lambda: Fatal("refused", on_delete="retain"))},
+                           retries=2)
+    release = await parents_release_retried(op, server, trace, failures=1)
+    assert server.records()["other"]["outcome"] == "retained"
+    server.annotations[DEFAULT_KEYS.release] = f"{release},{stamped(server.annotations, 'other')}"
+    await events(op, server, trace)
+    assert "other" not in server.records() and not server.finalized, trace.steps[-1]
+    assert server.annotations.get(DEFAULT_KEYS.release), trace.steps[-1]  # still the parent's
+    assert any(level == "WARNING" and "'parent' by the annotation" in message and "waits for its retry" in message
+               for level, message in trace.steps[-1]["logs"]), trace.steps[-1]["logs"]
+    server.age(3600)
+    await events(op, server, trace, 2)
+    trace.dump()
+    assert server.finalized and runs.count("a") == 1 and runs.count("o") == 1, trace.steps[-2:]

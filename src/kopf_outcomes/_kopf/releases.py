@@ -38,14 +38,16 @@ def released(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
     if not memory.release_answers(body, str(handler.id), record, cycle.keys):  # released through children
         for child_id, child_record in released_children(cycle, str(handler.id), body).items():
             child = dataclasses.replace(handler, id=HandlerId(child_id))  # its parent's run is not running it
-            concluded = release(turn_of(plugins, cycle, child, cause, state, settings, child_record), child_record)
+            concluded = release(turn_of(plugins, cycle, child, cause, state, settings, child_record), child_record,
+                                for_parent=True)
             deadline = getattr(concluded.exception, "deadline", None)
             if deadline is not None:  # an observer failed on the child's release: both wait for its retry
                 return release_retried(turn, record, deadline)
+            record = memory.MemoryRecord(**{**record, "released_by": memory.release_value(child_id, child_record)})
     return release(turn, record)
 
 
-def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+def release(turn: Turn, record: memory.MemoryRecord, for_parent: bool = False) -> KopfOutcome:
     """
     A person's release of a retained handler, concluded: its retention goes (its record ends as a
     released Fatal's does: ``refreshing.ENDS``; no stamp, no hold), Kopf's failure is final
@@ -54,7 +56,10 @@ def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
     record, stamp and Kopf's retained mark), the release annotation stays, and the release is
     attempted again at the retry's deadline (in its record, and ``Parked.deadline`` for the
     requeue), not before (no busy loop on the cycle's own write), while the annotation still answers
-    it; the handler's function never runs again.
+    it; the handler's function never runs again. A sub-handler released ``for_parent`` leaves the
+    annotation to its parent's release, which consumes it as it is told: where that is retried, the
+    parent's record keeps the entry that released the sub-handler (``released_by``), so that the
+    person's release is not lost (:func:`.retentions.release_granted`).
     """
     reason = record["reason"]
     final = KopfOutcome(final=True, exception=kopf.PermanentError(reason))
@@ -67,7 +72,8 @@ def release(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
     if fallback is None:
         turn.cause.logger.warning(f"{turn.handler} is released by the annotation {turn.cycle.keys.release!r}; "
                                   f"the finalizer is no longer retained.")
-        if body is not None and patch is not None and not release_answers_another(turn.cycle, body, patch, handler_id):
+        if body is not None and patch is not None and not for_parent \
+                and not release_answers_another(turn.cycle, body, patch, handler_id):
             answered(turn.cycle, body, patch, turn.cause.logger)  # it releases no handler retained later
         return final
     attach_events()
@@ -98,9 +104,10 @@ def still_retained(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
     body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
     turn.cause.logger.warning(f"{turn.handler} stays retained: the release annotation {turn.cycle.keys.release!r} "
                               f"whose release was retried no longer releases it.")
-    if body is not None and patch is not None and turn.cycle.persists and "deadline" in record:
+    if body is not None and patch is not None and turn.cycle.persists and {"deadline", "released_by"} & record.keys():
         kept = memory.MemoryRecord(**record)
-        del kept["deadline"]
+        kept.pop("deadline", None)
+        kept.pop("released_by", None)
         memory.write(body, patch, str(turn.handler.id), kept, turn.cause.logger, turn.cycle.keys,
                      known=turn.cycle.records)
     return KopfOutcome(final=False, exception=Retained(record["reason"], record.get("stamp")), delay=PARKED_DELAY)

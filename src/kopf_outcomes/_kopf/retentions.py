@@ -82,7 +82,16 @@ def child_release_retried(cycle: Cycle, parent_id: str, body: Mapping[str, Any])
 
 def release_stands(cycle: Cycle, handler_id: str, body: Mapping[str, Any], record: MemoryRecord) -> bool:
     """Whether a person's release of this retained handler stands (its own, or a retained sub-handler's)."""
-    return memory.release_answers(body, handler_id, record, cycle.keys) or child_released(cycle, handler_id, body)
+    return release_granted(cycle, handler_id, body, record) or child_released(cycle, handler_id, body)
+
+
+def release_granted(cycle: Cycle, handler_id: str, body: Mapping[str, Any], record: MemoryRecord) -> bool:
+    """Whether the release annotation releases this retained handler itself: it answers its retention,
+    or it still carries the entry that released the retained sub-handler it waited with (``released_by``:
+    that sub-handler's release concluded, its record gone, this handler's own release retried)."""
+    granted = record.get("released_by")
+    return memory.release_answers(body, handler_id, record, cycle.keys) or (
+        granted is not None and memory.release_carries(body, granted, cycle.keys))
 
 
 def release_answers_another(cycle: Cycle, body: Mapping[str, Any], patch: Mapping[str, Any], handler_id: str) -> bool:
@@ -90,5 +99,5 @@ def release_answers_another(cycle: Cycle, body: Mapping[str, Any], patch: Mappin
     cycle's patch leaves the memory: ``*`` answers every handler retained when it was set, under any
     lifecycle (Kopf's default runs one handler per cycle), so it stays until the last of them goes."""
     return any(other != handler_id and record["outcome"] == "retained"
-               and memory.release_answers(body, other, record, cycle.keys)
+               and release_granted(cycle, other, body, record)
                for other, record in records_as_patched(cycle, patch).items())

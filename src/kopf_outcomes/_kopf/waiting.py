@@ -13,7 +13,7 @@ from kopf_outcomes._kopf import dependents, requeue, unrecorded
 from kopf_outcomes._kopf.cycle import Cycle, is_parked, record_of
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerState, State, progress_of, raw_body_of
 from kopf_outcomes._kopf.kopf_runs import body_of, options_of, resource_of
-from kopf_outcomes._kopf.retentions import child_released, release_waits, unanswered_release
+from kopf_outcomes._kopf.retentions import child_released, release_granted, release_waits, unanswered_release
 from kopf_outcomes._kopf.states import digest
 from kopf_outcomes.manager import PluginManager
 
@@ -27,7 +27,7 @@ def wakes(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Cause, 
     if found["outcome"] == "retained":  # released by its own name, or by its retained sub-handler's
         if body is None:
             return False
-        if memory.release_answers(body, str(handler.id), found, cycle.keys):
+        if release_granted(cycle, str(handler.id), body, found):
             return not release_waits(cycle, handler, cause, body, found)
         unanswered_release(cycle, handler, cause, body, found)
         return child_released(cycle, str(handler.id), body)
