@@ -617,3 +617,67 @@ async def test_another_handlers_release_leaves_the_annotation_to_a_parents_retri
     await events(op, server, trace, 2)
     trace.dump()
     assert server.finalized and runs.count("a") == 1 and runs.count("o") == 1, trace.steps[-2:]
+
+
+def parent_with_two_retaining_children(runs: list[str]) -> Any:
+    """A parent whose sub-handlers ``a`` and ``c`` retain, and ``b`` retries."""
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": returning(runs, "a", lambda: Fatal("refused", on_delete="retain")),
+                                "c": returning(runs, "c", lambda: Fatal("refused", on_delete="retain")),
+                                "b": returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1))})
+    return parent
+
+
+@pytest.mark.parametrize("parents_observer_fails", [False, True])
+async def test_a_parent_retained_with_two_children_is_released_with_the_last_of_them(
+        server: Server, caplog: pytest.LogCaptureFixture, parents_observer_fails: bool) -> None:
+    """The release of one of two retained sub-handlers releases it, not its parent: the other still
+    retains the finalizer, and the parent waits with it until its release (the person's second)."""
+    trace = Trace(f"release-through-two-children-{parents_observer_fails}", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"parent": parent_with_two_retaining_children(runs)}, retries=2)
+    await events(op, server, trace, 6, aged=3600)
+    assert {handler_id: record["outcome"] for handler_id, record in server.records().items()} == {
+        "parent": "retained", "parent/a": "retained", "parent/c": "retained"}
+    ran = len(runs)
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent/a")
+    server.age(1)
+    await events(op, server, trace, 2, aged=3600)
+    assert not server.finalized, trace.steps[-2:]
+    assert {handler_id: record["outcome"] for handler_id, record in server.records().items()} == {
+        "parent": "retained", "parent/c": "retained"}, trace.steps[-2:]
+    assert DEFAULT_KEYS.release not in server.annotations  # it answered the retention of parent/a
+    assert any("parent/c" in message for _, message in trace.steps[-2]["logs"]), trace.steps[-2]["logs"]
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent/c")
+    Observer.armed["parent"] = 1 if parents_observer_fails else 0
+    await events(op, server, trace, 3, aged=3600)
+    trace.dump()
+    assert server.finalized and len(runs) == ran, (runs[ran:], trace.steps[-3:])
+    assert told(trace, "parent/a").count("Fatal") == 2 and told(trace, "parent/c").count("Fatal") == 2
+
+
+async def test_a_parent_released_through_one_child_waits_for_the_retried_release_of_another(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    """Two retained sub-handlers: the release of ``a`` is retried (an observer failed on it); ``c`` is
+    released while it waits. The parent waits for the retry of ``a``'s release, then goes with it."""
+    trace = Trace("release-through-two-children-one-retried", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"parent": parent_with_two_retaining_children(runs)}, retries=2)
+    await events(op, server, trace, 6, aged=3600)
+    ran = len(runs)
+    first = stamped(server.annotations, "parent/a")
+    server.annotations[DEFAULT_KEYS.release] = first
+    Observer.armed["parent/a"] = 1
+    server.age(1)
+    await events(op, server, trace)
+    assert not server.finalized and "deadline" in server.records()["parent/a"], trace.steps[-1]
+    server.annotations[DEFAULT_KEYS.release] = f"{first},{stamped(server.annotations, 'parent/c')}"
+    await events(op, server, trace)
+    assert not server.finalized and "parent/c" not in server.records(), trace.steps[-1]
+    assert server.records()["parent"]["deadline"] == server.records()["parent/a"]["deadline"]
+    assert server.annotations.get(DEFAULT_KEYS.release), trace.steps[-1]  # still the retried release's
+    server.age(3600)
+    await events(op, server, trace, 2)
+    trace.dump()
+    assert server.finalized and len(runs) == ran, (runs[ran:], trace.steps[-2:])

@@ -12,13 +12,18 @@ import datetime
 import kopf
 
 from kopf_outcomes import memory
-from kopf_outcomes._kopf import unrecorded
+from kopf_outcomes._kopf import deadlines, unrecorded
 from kopf_outcomes._kopf.concluding import answered, observed, remember
 from kopf_outcomes._kopf.cycle import Cycle, record_of
 from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, HandlerState, KopfOutcome, OperatorSettings
 from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Retained
-from kopf_outcomes._kopf.retentions import release_answers_another, release_stands, released_children
+from kopf_outcomes._kopf.retentions import (
+    release_answers_another,
+    release_stands,
+    released_children,
+    retained_children,
+)
 from kopf_outcomes._kopf.translation import Turn, fields, turn_of
 from kopf_outcomes.events import attach as attach_events
 from kopf_outcomes.manager import PluginManager
@@ -34,16 +39,27 @@ def released(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
         return None
     turn = turn_of(plugins, cycle, handler, cause, state, settings, record)
     if not release_stands(cycle, str(handler.id), body, record):  # withdrawn while its retry waited
-        return still_retained(turn, record)
+        return still_retained(turn, record, f"the release annotation {cycle.keys.release!r} whose release was "
+                                            f"retried no longer releases it.")
     if not memory.release_answers(body, str(handler.id), record, cycle.keys):  # released through children
-        for child_id, child_record in released_children(cycle, str(handler.id), body).items():
+        children, granted = released_children(cycle, str(handler.id), body), None
+        others = sorted(retained_children(cycle, str(handler.id)) - children.keys())
+        for child_id, child_record in children.items():
             child = dataclasses.replace(handler, id=HandlerId(child_id))  # its parent's run is not running it
             concluded = release(turn_of(plugins, cycle, child, cause, state, settings, child_record), child_record,
-                                for_parent=True)
+                                for_parent=not others)
             deadline = getattr(concluded.exception, "deadline", None)
             if deadline is not None:  # an observer failed on the child's release: both wait for its retry
                 return release_retried(turn, record, deadline)
-            record = memory.MemoryRecord(**{**record, "released_by": memory.release_value(child_id, child_record)})
+            granted = memory.release_value(child_id, child_record)
+        if others:  # the parent waits with them, as retained as before (one's release retried: for its retry)
+            retried = [cycle.records[other]["deadline"] for other in others if deadlines.retrying(cycle.records[other])]
+            if retried:
+                return release_retried(turn, record, retried[0])
+            return still_retained(turn, record, f"its sub-handler(s) {', '.join(others)} still retain the finalizer; "
+                                                f"their release releases it.")
+        if granted is not None:  # the release it leaves to the parent, kept where that is retried
+            record = memory.MemoryRecord(**{**record, "released_by": granted})
     return release(turn, record)
 
 
@@ -98,12 +114,12 @@ def release_retried(turn: Turn, record: memory.MemoryRecord, deadline: str) -> K
     return KopfOutcome(final=False, exception=retained, delay=PARKED_DELAY)
 
 
-def still_retained(turn: Turn, record: memory.MemoryRecord) -> KopfOutcome:
+def still_retained(turn: Turn, record: memory.MemoryRecord, why: str) -> KopfOutcome:
     """A retained handler whose release, retried, no longer stands when its retry comes (the person
-    removed the annotation): it stays retained, as before the release, and waits for a person."""
+    removed the annotation), or a parent released through some of its retained sub-handlers while
+    others still retain: it stays retained, as before the release, and waits for a person."""
     body, patch = body_of(turn.cause), getattr(turn.cause, "patch", None)
-    turn.cause.logger.warning(f"{turn.handler} stays retained: the release annotation {turn.cycle.keys.release!r} "
-                              f"whose release was retried no longer releases it.")
+    turn.cause.logger.warning(f"{turn.handler} stays retained: {why}")
     if body is not None and patch is not None and turn.cycle.persists and {"deadline", "released_by"} & record.keys():
         kept = memory.MemoryRecord(**record)
         kept.pop("deadline", None)

@@ -56,9 +56,14 @@ def unanswered_release(cycle: Cycle, handler: Handler, cause: Cause, body: Mappi
 def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
     """Whether a sub-handler of this parent (of any depth) retains the finalizer: the parent then
     holds it too, whatever ends the parent (a forged record can only keep a finalizer, never free one)."""
+    return bool(retained_children(cycle, parent_id))
+
+
+def retained_children(cycle: Cycle, parent_id: str) -> set[str]:
+    """The sub-handlers of this parent (of any depth) that retain the finalizer."""
     prefix = f"{parent_id}/"
-    return any(handler_id.startswith(prefix) and record["outcome"] == "retained"
-               for handler_id, record in cycle.records.items())
+    return {handler_id for handler_id, record in cycle.records.items()
+            if handler_id.startswith(prefix) and record["outcome"] == "retained"}
 
 
 def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
