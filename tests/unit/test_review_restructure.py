@@ -681,3 +681,37 @@ async def test_a_parent_released_through_one_child_waits_for_the_retried_release
     await events(op, server, trace, 2)
     trace.dump()
     assert server.finalized and len(runs) == ran, (runs[ran:], trace.steps[-2:])
+
+
+async def test_a_parent_retained_with_a_retained_middle_sub_handler_waits_for_its_release(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    """``parent/x`` is retained for its own retained ``parent/x/y`` (its retries= ran out): the release
+    of ``y`` leaves both retained (``x`` retains, named at WARNING); the release of ``x`` then releases the
+    parent. Nothing runs again."""
+    trace = Trace("release-through-a-middle-sub-handler", caplog)
+    runs: list[str] = []
+
+    async def middle(**_: Any) -> None:
+        runs.append("x")
+        await kopf.execute(fns={"y": returning(runs, "y", lambda: Fatal("refused", on_delete="retain")),
+                                "z": returning(runs, "z", lambda: kopf.TemporaryError("later", delay=1))})
+
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        kopf.subhandler(id="x", retries=1)(middle)
+        kopf.subhandler(id="b", retries=5)(returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1)))
+
+    op = deletion_operator(server, {"parent": parent}, retries=2)
+    await events(op, server, trace, 8, aged=3600)
+    assert {handler_id: record["outcome"] for handler_id, record in server.records().items()} == {
+        "parent": "retained", "parent/x": "retained", "parent/x/y": "retained"}
+    ran = len(runs)
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent/x/y")
+    server.age(1)
+    await events(op, server, trace, 2, aged=3600)
+    assert not server.finalized and set(server.records()) == {"parent", "parent/x"}, trace.steps[-2:]
+    assert any(level == "WARNING" and "parent/x still retain" in message for level, message in trace.steps[-2]["logs"])
+    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent/x")
+    await events(op, server, trace, 2, aged=3600)
+    trace.dump()
+    assert server.finalized and len(runs) == ran, (runs[ran:], trace.steps[-2:])
