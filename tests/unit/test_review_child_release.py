@@ -14,21 +14,24 @@ import kopf
 import pytest
 
 import kopf_outcomes
-from kopf_outcomes import Fatal
+from kopf_outcomes import Fatal, Retry
 from kopf_outcomes._kopf import retentions, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.one_object import Operator, Server, server
 from tests.unit.releases import stamped
+from tests.unit.test_review_break7 import due_within
 from tests.unit.test_review_restructure import (
     Observer,
     Trace,
     deletion_operator,
     events,
     parent_with_a_retaining_child,
+    parent_with_two_retaining_children,
     parents_release_retried,
     returning,
     told,
 )
+from tests.unit.test_review_wave5 import told_waits
 
 __all__ = ["server"]
 
@@ -162,18 +165,23 @@ async def test_two_parents_released_through_their_children_by_one_annotation(
 # --- a restart while the parent's release waits for its retry --------------------------------------
 
 async def test_a_restart_keeps_the_parents_retried_release_through_its_child(
-        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+        server: Server, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's memory lost between the child's release and the parent's retried one: the
+    finalizer stays, the retry is scheduled again from the object, and the release comes with it."""
     trace = Trace("release-through-child-restart", caplog)
     runs: list[str] = []
     op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs)}, retries=2)
+    waits = told_waits(monkeypatch)
     release = await parents_release_retried(op, server, trace, failures=1)
+    assert due_within(waits, 61), waits
     op.restart()
     unrecorded._final.clear()
     retentions._SAID.clear()
     await events(op, server, trace, 2)  # the new process's listing, before the retry is due
     assert not server.finalized and server.annotations.get(DEFAULT_KEYS.release) == release, trace.steps[-2:]
+    assert due_within(waits, 61), ("not re-armed after the restart", waits)
     assert server.records()["parent"]["released_by"] == release
-    assert told(trace, "parent") == ["Fatal"] * 1 + ["Fatal"], trace.steps  # retained, failed; nothing more yet
+    assert told(trace, "parent") == ["Fatal", "Fatal"], trace.steps  # retained, failed; nothing more yet
     server.age(3600)
     await events(op, server, trace, 2)
     trace.dump()
@@ -185,10 +193,13 @@ async def test_a_restart_keeps_the_parents_retried_release_through_its_child(
 # --- the parent's observer failing for good ---------------------------------------------------------
 
 async def test_a_parents_observer_failing_for_good_keeps_the_finalizer_without_a_loop(
-        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+        server: Server, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each retry of the parent's release is one attempt at its deadline (scheduled, not sooner):
+    the finalizer, the annotation and ``released_by`` stay; the child is not told again."""
     trace = Trace("release-through-child-fails-for-good", caplog)
     runs: list[str] = []
     op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs)}, retries=2)
+    waits = told_waits(monkeypatch)
     release = await parents_release_retried(op, server, trace, failures=10_000)
     for _ in range(3):
         before = len(told(trace, "parent"))
@@ -200,6 +211,7 @@ async def test_a_parents_observer_failing_for_good_keeps_the_finalizer_without_a
         server.age(3600)
         await events(op, server, trace)  # due: one attempt, failed again
         assert len(told(trace, "parent")) == before + 1, trace.steps[-1]
+        assert due_within(waits, 61), waits
         assert not server.finalized and server.annotations.get(DEFAULT_KEYS.release) == release
         assert server.records()["parent"]["released_by"] == release
     assert told(trace, "parent/a") == ["Fatal", "Fatal"] and runs.count("a") == 1
@@ -236,7 +248,8 @@ _MIDDLE_LOST = pytest.mark.xfail(strict=True, reason=(
 
 @pytest.mark.parametrize("x_fails, retries", [(False, 3), (True, None), pytest.param(True, 3, marks=_MIDDLE_LOST)])
 async def test_a_retained_middle_released_through_its_child_under_a_waiting_parent(
-        server: Server, caplog: pytest.LogCaptureFixture, x_fails: bool, retries: int | None) -> None:
+        server: Server, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, x_fails: bool,
+        retries: int | None) -> None:
     """The release of ``parent/x/y`` releases ``x`` through it (``x`` is retained for it); where an
     observer fails on ``x``'s release, its retry (``released_by``) comes, and nothing runs again
     (with the parent's ``retries=`` unlimited, Kopf runs the parent at the retry: a guard)."""
@@ -249,10 +262,12 @@ async def test_a_retained_middle_released_through_its_child_under_a_waiting_pare
     release = stamped(server.annotations, "parent/x/y")
     server.annotations[DEFAULT_KEYS.release] = release
     Observer.armed["parent/x"] = 1 if x_fails else 0
+    waits = told_waits(monkeypatch)
     server.age(1)
     await events(op, server, trace)
     if x_fails:
         assert not server.finalized and server.records()["parent/x"].get("released_by") == release
+        assert due_within(waits, 61), ("the retry of x's release is not scheduled", waits)
     await events(op, server, trace, 6, aged=3600)
     trace.dump()
     assert server.finalized and set(runs[ran:]) <= {"parent"}, (runs[ran:], trace.steps[-6:])
@@ -266,7 +281,6 @@ async def test_a_parent_left_retained_by_another_child_is_told_nothing_and_rests
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     """The release of ``a`` leaves the parent retained for ``c``: the parent's observers are told
     nothing of it, later events write and say nothing, and the parent is told once as ``c`` goes."""
-    from tests.unit.test_review_restructure import parent_with_two_retaining_children
     trace = Trace("two-children-rest", caplog)
     runs: list[str] = []
     op = deletion_operator(server, {"parent": parent_with_two_retaining_children(runs)}, retries=2)
@@ -402,7 +416,6 @@ async def test_a_leftover_for_a_handler_retained_while_the_parents_release_waits
     """The annotation (the child's entry, and ``h2`` by name) stays for the parent's retried release;
     ``h2`` is retained meanwhile: the annotation names it, so it is a leftover for ``h2`` (WARNING),
     releases nothing of it, and goes as the parent's release is told; ``h2`` waits for its own."""
-    from kopf_outcomes import Retry
     trace = Trace("leftover-while-parent-retried", caplog)
     runs: list[str] = []
     retains: list[bool] = []
