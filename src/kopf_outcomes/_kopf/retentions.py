@@ -96,7 +96,15 @@ def release_granted(cycle: Cycle, handler_id: str, body: Mapping[str, Any], reco
     that sub-handler's release concluded, its record gone, this handler's own release retried)."""
     granted = record.get("released_by")
     return memory.release_answers(body, handler_id, record, cycle.keys) or (
-        granted is not None and memory.release_carries(body, granted, cycle.keys))
+        granted is not None and through_own_child(handler_id, granted)
+        and memory.release_carries(body, granted, cycle.keys))
+
+
+def through_own_child(handler_id: str, granted: str) -> bool:
+    """Whether a ``released_by`` can be this retention's: it names a sub-handler of this handler (one
+    naming another handler's entry, forged or garbled, releases nothing)."""
+    child, sep, _ = granted.rpartition("@")
+    return (child if sep else granted).startswith(f"{handler_id}/")
 
 
 def release_answers_another(cycle: Cycle, body: Mapping[str, Any], patch: Mapping[str, Any], handler_id: str) -> bool:
