@@ -224,20 +224,7 @@ def waiting_parent_with_a_retained_middle(runs: list[str]) -> Any:
     return parent
 
 
-_MIDDLE_LOST = pytest.mark.xfail(strict=True, reason=(
-    "The release of parent/x/y concludes y on x's behalf (x retained for it) and leaves the annotation to x's "
-    "release; an observer fails on x's, so x's record keeps released_by and a deadline, y's record is gone. "
-    "The parent waits with x (pending, it has retries=), but its run at the retry is not known as a release's "
-    "retry: retentions.child_release_retried and child_released look only for a sub-handler whose own stamp "
-    "the annotation carries (released_children), never at a released_by, so the run spends the parent's "
-    "retries= (Kopf: 'Handler parent has exceeded 3 retries') before x's release is attempted. The parent is "
-    "retained for x (handler_run.unstocked); retained, it wakes only by release_granted/child_released, "
-    "neither of which reads x's released_by: x's retried release never comes, the annotation stays for good, "
-    "and the person's release is lost (a new one, of the parent, is needed). docs/howto/retain-finalizer.md: "
-    "the parent's runs for the retry spend none of its retries=."))
-
-
-@pytest.mark.parametrize("x_fails, retries", [(False, 3), (True, None), pytest.param(True, 3, marks=_MIDDLE_LOST)])
+@pytest.mark.parametrize("x_fails, retries", [(False, 3), (True, None), (True, 3)])
 async def test_a_retained_middle_released_through_its_child_under_a_waiting_parent(
         server: Server, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, x_fails: bool,
         retries: int | None) -> None:

@@ -72,11 +72,12 @@ def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> boo
 
 
 def released_children(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> dict[str, MemoryRecord]:
-    """The retained sub-handlers of this parent (of any depth) that a person released, their retry come."""
+    """The retained sub-handlers of this parent (of any depth) that a person released (a middle one
+    through its own sub-handler too: :func:`release_granted`), their retry come."""
     prefix = f"{parent_id}/"
     return {handler_id: record for handler_id, record in cycle.records.items()
             if handler_id.startswith(prefix) and record["outcome"] == "retained"
-            and memory.release_answers(body, handler_id, record, cycle.keys) and not deadlines.retrying(record)}
+            and release_granted(cycle, handler_id, body, record) and not deadlines.retrying(record)}
 
 
 def child_release_retried(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
