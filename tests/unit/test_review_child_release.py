@@ -85,17 +85,6 @@ async def test_a_forged_released_by_releases_nothing_the_person_did_not_release(
     assert "Fatal" not in told(trace, "h0")[1:], trace.steps[-3:]  # told once: as it was retained
 
 
-_GARBLED = pytest.mark.xfail(strict=True, reason=(
-    "Pre-existing (the same on fb83e96, and with no release annotation at all): the record made unreadable, "
-    "cycle.records is empty; the parent retained for its child (its retries= ran out) is parked, so it runs "
-    "to conclude afresh (waiting.wakes: is_parked), but Kopf ends it before its function runs (retries "
-    "exceeded: a final HandlerRetriesError). handler_run.unstocked asks retentions.holds_retained_child, which "
-    "reads the unreadable memory as no retained child, and fatal_on_delete is not 'retain': Kopf's failure "
-    "stands and the finalizer goes, though the child still retains (docs/memory.md: garbage never releases a "
-    "finalizer)."))
-
-
-@_GARBLED
 @pytest.mark.parametrize("field", ["released_by", "stamp"])
 @pytest.mark.parametrize("forged", [5, ["p/a"]])
 async def test_a_released_by_of_a_wrong_type_releases_nothing(

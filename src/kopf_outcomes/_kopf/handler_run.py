@@ -295,8 +295,9 @@ class Runs:
             return self.carried_out(turn, waiting, outcome.subrefs)
         if not outcome.final:
             return None
-        # A parent ending for good (its retries= or timeout=) must not release what a child retains.
-        held = holds_retained_child(cycle, handler_id)
+        # A parent ending for good (its retries= or timeout=) must not release what a child retains,
+        # nor what one may retain where the memory that would say is unreadable.
+        held = holds_retained_child(cycle, handler_id) or (cycle.unreadable and bool(state.subrefs or outcome.subrefs))
         if not held and option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
             return None
         turn = translation.turn_of(self.plugins, cycle, handler, cause, state, settings,
