@@ -328,26 +328,10 @@ async def test_a_forged_released_by_on_a_parent_whose_child_still_retains_releas
     assert told(trace, "p") == ["Fatal"]
 
 
-_OWN_RELEASE = pytest.mark.xfail(strict=True, reason=(
-    "Pre-existing (the same on fb83e96), the case bceb1b8 fixed only for a release through children: "
-    "releases.released goes to the children only where the annotation does not answer the parent itself "
-    "(memory.release_answers); the parent's own release (the value its retention's ERROR tells the person "
-    "to set: release=parent@<stamp>) concludes it whatever its sub-handlers retain (retained_children is "
-    "never asked). Kopf then ends the deletion ('0 succeeded; 1 failed') and purges its progress while "
-    "parent/a's record still retains: held.py keeps the finalizer with an ERROR that says the operator's "
-    "handlers no longer match the object, and the next event runs the whole deletion again: parent, and the "
-    "retained a (its side effect repeated, retained anew under a new stamp, the parent told again)."))
-
-_STAR_UNTOLD = pytest.mark.xfail(strict=True, reason=(
-    "Pre-existing (the same on fb83e96): with both retentions unstamped (an old version's), '*' answers the "
-    "parent itself, so releases.released concludes only the parent's release (not through its child); the "
-    "child's record still retains, but held.released reads '*' as its release too, so the finalizer goes in "
-    "that PATCH without parent/a's release ever concluded: its observers are told its retention, never its "
-    "release."))
 
 
-@pytest.mark.parametrize("release", [pytest.param("own-stamp", marks=_OWN_RELEASE),
-                                     pytest.param("star-unstamped", marks=_STAR_UNTOLD)])
+
+@pytest.mark.parametrize("release", ["own-stamp", "star-unstamped"])
 async def test_a_parent_released_by_its_own_release_while_its_child_retains(
         server: Server, caplog: pytest.LogCaptureFixture, release: str) -> None:
     """The parent retained for ``parent/a`` is released by its own release (its stamp, as its ERROR
@@ -374,6 +358,28 @@ async def test_a_parent_released_by_its_own_release_while_its_child_retains(
     trace.dump()
     assert server.finalized and runs.count("a") == 1, (runs, trace.steps[-3:])
     assert told(trace, "parent/a") == ["Fatal", "Fatal"] and told(trace, "parent") == ["Fatal", "Fatal"], trace.steps
+
+
+@pytest.mark.parametrize("fails_on", ["parent/a", "parent"])
+async def test_a_parents_own_release_waits_for_its_childs_release_retried(
+        server: Server, caplog: pytest.LogCaptureFixture, fails_on: str) -> None:
+    """The parent's own release releases the sub-handler it is retained for with it; where an
+    observer fails on one of the two, both wait for the retry, nothing runs again, the annotation
+    stays until the parent's release is told, and each release is told once it succeeds."""
+    trace = Trace(f"parent-own-release-retried-{fails_on.replace('/', '-')}", caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"parent": parent_with_a_retaining_child(runs)}, retries=2)
+    await events(op, server, trace, 6, aged=3600)
+    release = stamped(server.annotations, "parent")
+    server.annotations[DEFAULT_KEYS.release] = release
+    Observer.armed[fails_on] = 1
+    server.age(1)
+    await events(op, server, trace)
+    assert not server.finalized and server.annotations.get(DEFAULT_KEYS.release) == release, trace.steps[-1]
+    server.age(3600)
+    await events(op, server, trace, 2)
+    assert server.finalized and runs.count("a") == 1 and runs.count("parent") <= 3, (runs, trace.steps[-2:])
+    assert told(trace, fails_on) == ["Fatal"] * 3, trace.steps  # retained, the failed release, the release
 
 
 # --- a leftover while the parent's release waits for its retry -------------------------------------

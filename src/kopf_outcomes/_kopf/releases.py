@@ -34,33 +34,47 @@ def released(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
              settings: OperatorSettings) -> KopfOutcome | None:
     """A retained finalizer, released by the annotation a person set (the wake-up checked it);
     None where the handler is not retained (its progress carries the retained mark: checked first)."""
-    record, body = record_of(cycle, str(handler.id), state), body_of(cause)
+    handler_id = str(handler.id)
+    record, body = record_of(cycle, handler_id, state), body_of(cause)
     if record is None or record["outcome"] != "retained" or body is None:
         return None
     turn = turn_of(plugins, cycle, handler, cause, state, settings, record)
-    if not release_stands(cycle, str(handler.id), body, record):  # withdrawn while its retry waited
+    if not release_stands(cycle, handler_id, body, record):  # withdrawn while its retry waited
         return still_retained(turn, record, f"the release annotation {cycle.keys.release!r} whose release was "
                                             f"retried no longer releases it.")
-    if not memory.release_answers(body, str(handler.id), record, cycle.keys):  # released through children
-        children, granted = released_children(cycle, str(handler.id), body), None
-        others = sorted(retained_children(cycle, str(handler.id)) - children.keys())
-        for child_id, child_record in children.items():
-            child = dataclasses.replace(handler, id=HandlerId(child_id))  # its parent's run is not running it
-            concluded = release(turn_of(plugins, cycle, child, cause, state, settings, child_record), child_record,
-                                for_parent=not others)
-            deadline = getattr(concluded.exception, "deadline", None)
-            if deadline is not None:  # an observer failed on the child's release: both wait for its retry
-                return release_retried(turn, record, deadline)
-            granted = memory.release_value(child_id, child_record)
-        if others:  # the parent waits with them, as retained as before (one's release retried: for its retry)
-            retried = [cycle.records[other]["deadline"] for other in others if deadlines.retrying(cycle.records[other])]
-            if retried:
-                return release_retried(turn, record, retried[0])
-            return still_retained(turn, record, f"its sub-handler(s) {', '.join(others)} still retain the finalizer; "
-                                                f"their release releases it.")
-        if granted is not None:  # the release it leaves to the parent, kept where that is retried
-            record = memory.MemoryRecord(**{**record, "released_by": granted})
+    if memory.release_answers(body, handler_id, record, cycle.keys):  # its own: with what retains it below
+        children = {child_id: cycle.records[child_id] for child_id in sorted(retained_children(cycle, handler_id))}
+        waiting = [child["deadline"] for child in children.values() if deadlines.retrying(child)]
+        deadline = waiting[0] if waiting else released_with(turn, state, settings, children, for_parent=True)
+        return release(turn, record) if deadline is None else release_retried(turn, record, deadline)
+    children = released_children(cycle, handler_id, body)  # released through its retained sub-handlers
+    others = sorted(retained_children(cycle, handler_id) - children.keys())
+    deadline = released_with(turn, state, settings, children, for_parent=not others)
+    if deadline is not None:  # an observer failed on a child's release: both wait for its retry
+        return release_retried(turn, record, deadline)
+    if others:  # the parent waits with them, as retained as before (one's release retried: for its retry)
+        retried = [cycle.records[other]["deadline"] for other in others if deadlines.retrying(cycle.records[other])]
+        if retried:
+            return release_retried(turn, record, retried[0])
+        return still_retained(turn, record, f"its sub-handler(s) {', '.join(others)} still retain the finalizer; "
+                                            f"their release releases it.")
+    if children:  # the release it leaves to the parent, kept where that is retried
+        record = memory.MemoryRecord(**{**record, "released_by": memory.release_value(*list(children.items())[-1])})
     return release(turn, record)
+
+
+def released_with(parent: Turn, state: HandlerState, settings: OperatorSettings,
+                  children: dict[str, memory.MemoryRecord], for_parent: bool) -> str | None:
+    """The retained sub-handlers released with their parent, each concluded and told (its parent's
+    run is not running it); the retry's deadline where an observer failed on one (the rest wait)."""
+    for child_id, child_record in children.items():
+        child = dataclasses.replace(parent.handler, id=HandlerId(child_id))
+        concluded = release(turn_of(parent.plugins, parent.cycle, child, parent.cause, state, settings, child_record),
+                            child_record, for_parent=for_parent)
+        deadline: str | None = getattr(concluded.exception, "deadline", None)
+        if deadline is not None:
+            return deadline
+    return None
 
 
 def release(turn: Turn, record: memory.MemoryRecord, for_parent: bool = False) -> KopfOutcome:
