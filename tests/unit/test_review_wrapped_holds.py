@@ -27,6 +27,7 @@ from kopf_outcomes._kopf import retentions, unrecorded
 from tests.unit.one_object import Operator, Server, server
 from tests.unit.releases import stamped
 from tests.unit.test_fail_closed import FailingOptions, installed, on_delete
+from tests.unit.test_review_break7 import Fails
 from tests.unit.test_review_failclosed import Aging, Flaky
 
 __all__ = ["server"]
@@ -157,6 +158,26 @@ async def test_holds_behind_any_wrapper_spend_no_limit_and_the_handler_runs_once
             plugin.broken = False
             await aging.run(on_delete(counting(runs, "cleanup"), **options), count=3)
     assert len(runs) > held and not aging.finalized  # it ran and succeeded: released for that only
+
+
+async def test_holds_behind_a_wrapper_spend_no_retries_a_not_done_deletion_keeps_the_finalizer(
+        aging: Aging, tmp_path: Any, unpatched: None) -> None:
+    """The first finding (373d889): with no retain, the holds' spent retries= failed the handler once
+    the plugin answered, and the deletion released its finalizer though the handler said "not done"."""
+    runs: list[int] = []
+
+    def not_done(**_: Any) -> bool:
+        runs.append(1)
+        return False
+    plugin = Flaky(HandlerOptions(explicit_completion=True))
+    for _ in installed(tmp_path, "", plugin):
+        with wrapped() as called:
+            await aging.run(on_delete(not_done, retries=2), count=4)
+            assert aging.finalized and called  # held, through the wrapper
+            held = len(runs)
+            plugin.broken = False
+            await aging.run(on_delete(not_done, retries=2), count=3)
+    assert aging.finalized and len(runs) > held  # it ran again, and "not done" keeps the finalizer
 
 
 @pytest.mark.parametrize("options, age", [({"retries": 2}, 1.0), ({"timeout": 60}, 100.0)], ids=["retries", "timeout"])
@@ -414,20 +435,6 @@ async def test_a_pending_through_kopfs_own_run_behind_a_wrapper_is_carried_out(
 
 
 # --- 4, 5. releases behind a wrapper (one_object, an observer that fails as armed) -------------------------
-
-
-class Fails:
-    """An observer that fails as many times as it is armed for a handler (a metrics backend down)."""
-
-    armed: dict[str, int] = {}
-    told: list[tuple[str, str]] = []
-
-    @kopf_outcomes.hookimpl
-    def kopf_outcomes_observe_outcome(self, run: kopf_outcomes.HandlerRun, outcome: Outcome, patch: Any) -> None:
-        Fails.told.append((run.handler_id, type(outcome).__name__))
-        if Fails.armed.get(run.handler_id, 0) > 0:
-            Fails.armed[run.handler_id] -= 1
-            raise RuntimeError("the metrics backend is down")
 
 
 @contextlib.contextmanager
