@@ -69,6 +69,17 @@ async def retained_and_release_failed(server: Server, op: Operator, handler_id: 
 
 
 
+def retaining_parent(runs: list[str], **limit: Any) -> kopf.OperatorRegistry:
+    """A deletion handler ``parent`` (with ``limit``) whose one sub-handler ``a`` retains."""
+    async def parent(**_: Any) -> None:
+        runs.append("parent")
+        await kopf.execute(fns={"a": retaining(runs, "a")})
+
+    registry = kopf.OperatorRegistry()
+    kopf.on.delete(*RESOURCE, registry=registry, id="parent", **limit)(parent)
+    return registry
+
+
 def parent_operator(server: Server, runs: list[str]) -> Operator:
     """A deletion handler whose sub-handlers are ``a`` (retains) and ``c`` (waits for a callback)."""
     def waiting(**_: Any) -> Outcome:
@@ -347,13 +358,7 @@ async def test_a_parent_with_limits_keeps_the_finalizer_while_its_childs_release
         server: Server, limit: dict[str, Any]) -> None:
     runs: list[str] = []
 
-    async def parent(**_: Any) -> None:
-        runs.append("parent")
-        await kopf.execute(fns={"a": retaining(runs, "a")})
-
-    registry = kopf.OperatorRegistry()
-    kopf.on.delete(*RESOURCE, registry=registry, id="parent", **limit)(parent)
-    op = Operator(server, registry)
+    op = Operator(server, retaining_parent(runs, **limit))
     for _ in range(2):
         await op.event()
     release(server, stamped(server.annotations, "parent/a"))
@@ -375,13 +380,7 @@ async def test_a_childs_release_retried_spends_none_of_its_parents_limits_and_re
     and the finalizer goes."""
     runs: list[str] = []
 
-    async def parent(**_: Any) -> None:
-        runs.append("parent")
-        await kopf.execute(fns={"a": retaining(runs, "a")})
-
-    registry = kopf.OperatorRegistry()
-    kopf.on.delete(*RESOURCE, registry=registry, id="parent", **limit)(parent)
-    op = Operator(server, registry)
+    op = Operator(server, retaining_parent(runs, **limit))
     for _ in range(2):
         await op.event()
     release(server, stamped(server.annotations, "parent/a"))
@@ -401,13 +400,7 @@ async def test_a_parent_ended_by_its_timeout_before_its_childs_release_concludes
     for the child; its release through the child concludes the child's, retried while the observer fails."""
     runs: list[str] = []
 
-    async def parent(**_: Any) -> None:
-        runs.append("parent")
-        await kopf.execute(fns={"a": retaining(runs, "a")})
-
-    registry = kopf.OperatorRegistry()
-    kopf.on.delete(*RESOURCE, registry=registry, id="parent", timeout=30)(parent)
-    op = Operator(server, registry)
+    op = Operator(server, retaining_parent(runs, timeout=30))
     for _ in range(2):
         await op.event()
     server.age(61)

@@ -27,7 +27,7 @@ from kopf_outcomes._kopf import retentions, unrecorded
 from tests.unit.one_object import Operator, Server, server
 from tests.unit.releases import stamped
 from tests.unit.test_fail_closed import FailingOptions, installed, on_delete
-from tests.unit.test_review_break7 import Fails
+from tests.unit.test_review_break7 import Fails, retaining_parent
 from tests.unit.test_review_failclosed import Aging, Flaky
 
 __all__ = ["server"]
@@ -494,12 +494,7 @@ async def test_a_childs_release_retried_behind_a_wrapper_spends_none_of_its_pare
     retried are holds; once the observer is back, the child's release is told and the finalizer goes."""
     runs: list[str] = []
 
-    async def parent(**_: Any) -> None:
-        runs.append("parent")
-        await kopf.execute(fns={"a": retaining(runs, "a")})
-
-    registry = kopf.OperatorRegistry()
-    kopf.on.delete(*RESOURCE, registry=registry, id="parent", **limit)(parent)
+    registry = retaining_parent(runs, **limit)
     with observed(wrap) as called:
         op = Operator(server, registry)
         for _ in range(2):
