@@ -419,26 +419,13 @@ async def test_a_parent_failing_for_good_by_its_own_error_on_an_unreadable_memor
 
 # --- a top-level handler whose id has a "/" --------------------------------------------------------
 
-_PREFIX_IS_NOT_PARENTHOOD = (
-    "retentions.retained_children/released_children take a handler's sub-handlers to be the records whose "
-    "id starts with '<id>/' (the id's shape, not a mark: Kopf takes any id=, and a top-level 'p/q' is no "
-    "sub-handler of 'p'). ")
-
-
-@pytest.mark.parametrize("released", [
-    pytest.param("p", marks=pytest.mark.xfail(strict=True, reason=_PREFIX_IS_NOT_PARENTHOOD + (
-        "New in 4c1edda: p's own release takes p/q as a retained child, released_with concludes it (its "
-        "record a released Fatal, its observers told it released) though the person released p only; "
-        "Kopf's progress of p/q still says retained, so its function runs again (its side effect "
-        "repeated) and it is retained anew (a new stamp): told three times."))),
-    pytest.param("p/q", marks=pytest.mark.xfail(strict=True, reason=_PREFIX_IS_NOT_PARENTHOOD + (
-        "Pre-existing (the same on fb83e96, before d4fffcf): p/q's release is read as a release of p's "
-        "'child' (released_children), so p is released through it and the finalizer goes, though p "
-        "retains on its own Fatal and the person never released it (fail open).")))])
+@pytest.mark.parametrize("released", ["p", "p/q"])
 async def test_a_release_of_one_top_level_handler_leaves_another_whose_id_extends_it_with_a_slash(
         server: Server, caplog: pytest.LogCaptureFixture, released: str) -> None:
     """Two top-level deletion handlers, ``p`` and ``p/q`` (Kopf takes any id=), each retained by its
-    own Fatal: neither is the other's sub-handler. The person releases one (its stamp): the other
+    own Fatal: neither is the other's sub-handler (before retentions.sub_records, the id's shape was
+    read as parenthood: ``p/q``'s release released ``p``, fail open; ``p``'s released ``p/q`` too).
+    The person releases one (its stamp): the other
     stays retained, untold, and the finalizer stays."""
     trace = Trace(f"slash-in-a-top-level-id-{released.replace('/', '-')}", caplog)
     runs: list[str] = []

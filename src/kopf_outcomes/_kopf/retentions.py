@@ -11,7 +11,7 @@ from typing import Any
 from kopf_outcomes import memory
 from kopf_outcomes._kopf import deadlines
 from kopf_outcomes._kopf.cycle import EMPTY, Cycle, records_as_patched
-from kopf_outcomes._kopf.internals import Cause, Handler
+from kopf_outcomes._kopf.internals import Cause, Handler, changing_ids
 from kopf_outcomes.memory import MemoryRecord
 
 
@@ -61,9 +61,17 @@ def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
 
 def retained_children(cycle: Cycle, parent_id: str) -> set[str]:
     """The sub-handlers of this parent (of any depth) that retain the finalizer."""
+    return {handler_id for handler_id, record in sub_records(cycle, parent_id).items()
+            if record["outcome"] == "retained"}
+
+
+def sub_records(cycle: Cycle, parent_id: str) -> dict[str, MemoryRecord]:
+    """The records of this parent's sub-handlers (``parent/child``, any depth). An operator's own
+    handler whose id extends the parent's with a ``/`` (``id="p/q"`` beside ``p``) is none of them."""
     prefix = f"{parent_id}/"
-    return {handler_id for handler_id, record in cycle.records.items()
-            if handler_id.startswith(prefix) and record["outcome"] == "retained"}
+    own = changing_ids(cycle.registry) if cycle.registry is not None else frozenset()
+    return {handler_id: record for handler_id, record in cycle.records.items()
+            if handler_id.startswith(prefix) and handler_id not in own}
 
 
 def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
@@ -74,10 +82,9 @@ def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> boo
 def released_children(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> dict[str, MemoryRecord]:
     """The retained sub-handlers of this parent (of any depth) that a person released (a middle one
     through its own sub-handler too: :func:`release_granted`), their retry come."""
-    prefix = f"{parent_id}/"
-    return {handler_id: record for handler_id, record in cycle.records.items()
-            if handler_id.startswith(prefix) and record["outcome"] == "retained"
-            and release_granted(cycle, handler_id, body, record) and not deadlines.retrying(record)}
+    return {handler_id: record for handler_id, record in sub_records(cycle, parent_id).items()
+            if record["outcome"] == "retained" and release_granted(cycle, handler_id, body, record)
+            and not deadlines.retrying(record)}
 
 
 def child_release_retried(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
