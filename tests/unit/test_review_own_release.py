@@ -490,15 +490,6 @@ def parent_retained_with_a_retained_middle(runs: list[str]) -> Any:
     return parent
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Pre-existing (the same at 50d92fe), left by 4c1edda: fail closed, but not the rule it documents (and "
-    "that holds under a waiting parent, see "
-    "test_a_middles_own_release_under_a_waiting_parent): under a retained parent, x's release is concluded "
-    "in the parent's releases.released through-children branch, released_children(parent) = {x} (its own "
-    "stamp answers it), released_with concludes x alone (told released, its record gone, the annotation "
-    "consumed as others = {x/y} is not empty) and the own-release rule (release the retained sub-handlers "
-    "with it) is never applied to x: y stays retained under a released x, the parent stays retained "
-    "('parent/x/y still retain'), and the person must release y as well."))
 async def test_a_middles_own_release_under_a_retained_parent_releases_its_child_with_it(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     """``parent`` retained for ``x``, ``x`` for ``y``; the person releases ``x`` by its own stamp (as

@@ -82,9 +82,12 @@ def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> boo
 def released_children(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> dict[str, MemoryRecord]:
     """The retained sub-handlers of this parent (of any depth) that a person released (a middle one
     through its own sub-handler too: :func:`release_granted`), their retry come."""
-    return {handler_id: record for handler_id, record in sub_records(cycle, parent_id).items()
-            if record["outcome"] == "retained" and release_granted(cycle, handler_id, body, record)
-            and not deadlines.retrying(record)}
+    released = {handler_id: record for handler_id, record in sub_records(cycle, parent_id).items()
+                if record["outcome"] == "retained" and release_granted(cycle, handler_id, body, record)
+                and not deadlines.retrying(record)}
+    # A sub-handler's own release releases the sub-handlers retained with it, as a parent's does.
+    return {**{below: cycle.records[below] for handler_id in released
+               for below in retained_children(cycle, handler_id)}, **released}
 
 
 def child_release_retried(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
