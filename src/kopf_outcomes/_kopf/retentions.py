@@ -11,7 +11,7 @@ from typing import Any
 from kopf_outcomes import memory
 from kopf_outcomes._kopf import deadlines
 from kopf_outcomes._kopf.cycle import EMPTY, Cycle, records_as_patched
-from kopf_outcomes._kopf.internals import Cause, Handler, changing_ids
+from kopf_outcomes._kopf.internals import Cause, Handler
 from kopf_outcomes.memory import MemoryRecord
 
 
@@ -66,10 +66,10 @@ def retained_children(cycle: Cycle, parent_id: str) -> set[str]:
 
 
 def sub_records(cycle: Cycle, parent_id: str) -> dict[str, MemoryRecord]:
-    """The records of this parent's sub-handlers (``parent/child``, any depth). An operator's own
-    handler whose id extends the parent's with a ``/`` (``id="p/q"`` beside ``p``) is none of them."""
-    prefix = f"{parent_id}/"
-    own = changing_ids(cycle.registry) if cycle.registry is not None else frozenset()
+    """The records of this parent's sub-handlers (``parent/child``, any depth). A handler of the
+    cycle whose id extends the parent's with a ``/`` (``id="p/q"`` beside ``p``) is none of them; no
+    sub-handler of the object can have such an id (Kopf keeps both progresses under the id)."""
+    prefix, own = f"{parent_id}/", {str(handler.id) for handler in cycle.handlers}
     return {handler_id: record for handler_id, record in cycle.records.items()
             if handler_id.startswith(prefix) and handler_id not in own}
 
