@@ -19,7 +19,7 @@ import kopf
 import pytest
 
 from kopf_outcomes._kopf import held, requeue
-from kopf_outcomes._kopf.internals import operator_registry
+from kopf_outcomes._kopf.internals import operator_registry, operator_resource
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.kopf_objects import (
     NO_THROTTLING,
@@ -137,9 +137,11 @@ class Operator:
         """Kopf processes one event of the object as the server has it now; the next one is
         already there (Kopf does not sleep for a delay: the test decides what comes next)."""
         known = operator_registry.set(self.registry)  # as Kopf's worker of the object has it (requeue.py)
+        resource = operator_resource.set(RESOURCE)
         try:
             await self._process()
         finally:
+            operator_resource.reset(resource)
             operator_registry.reset(known)
 
     async def _process(self) -> None:

@@ -361,11 +361,13 @@ def parent_with_successful_children_failing_itself(runs: list[str]) -> Any:
     return parent
 
 
-async def test_a_parent_whose_children_all_succeeded_retained_on_an_unreadable_memory_has_a_way_out(
+async def test_a_parent_whose_children_all_succeeded_ends_as_kopf_ends_it_on_an_unreadable_memory(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
-    """Its timeout= spent (Kopf's final failure, before its function runs) while the memory that
-    would say that no sub-handler retains is unreadable: the parent is retained (fail closed,
-    docs/safety.md), said at ERROR with the value that releases it; that value does."""
+    """Its timeout= spent (Kopf's final failure, before its function runs) while the memory is
+    unreadable: Kopf's own progress of its sub-handlers shows none retained (all succeeded), so
+    nothing of ours holds it, and Kopf's failure stands as without kopf-outcomes (the default
+    fatal_on_delete). Where one is retained, test_a_released_by_of_a_wrong_type_releases_nothing
+    and the own-error test below hold it."""
     trace = Trace("successful-children-unreadable", caplog)
     runs: list[str] = []
     op = deletion_operator(server, {"parent": parent_with_successful_children_failing_itself(runs)}, timeout=60)
@@ -373,14 +375,9 @@ async def test_a_parent_whose_children_all_succeeded_retained_on_an_unreadable_m
     server.annotations[DEFAULT_KEYS.memory] = GARBLED
     server.age(3600)
     await events(op, server, trace, 3, aged=3600)
-    assert not server.finalized and runs.count("a") == 1, (runs, trace.steps)
-    said = errors(trace, 3)
-    assert any("does not" not in message and DEFAULT_KEYS.release in message for message in said), said
-    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "parent")
-    await events(op, server, trace, 2, aged=3600)
     trace.dump()
-    assert server.finalized and runs.count("a") == 1, (runs, trace.steps[-2:])
-    assert told(trace, "parent")[-2:] == ["Fatal", "Fatal"], trace.steps
+    assert server.finalized and runs.count("a") == 1, (runs, trace.steps)
+    assert not any(DEFAULT_KEYS.release in message for message in errors(trace, 3)), trace.steps
 
 
 def parent_failing_for_good_at_its_second_run(runs: list[str], how: str) -> Any:

@@ -163,24 +163,7 @@ def three_levels(runs: list[str]) -> Any:
 LEVELS = ("parent", "parent/x", "parent/x/y", "parent/x/y/z")
 
 
-_MIDDLE_LEFT_RETAINED = (
-    "Pre-existing (not 1db1e7e's: the released one's own children do go with it), fail closed, but not "
-    "the documented rule (docs/howto/retain-finalizer.md: a sub-handler's release releases its parent once "
-    "no other sub-handler of it retains): under a retained parent, releases.released(parent) takes "
-    "released_children(parent) = the released one (its own stamp) and what it retains below; a middle "
-    "retained only for it (parent/x) is not release_granted (neither its own stamp nor a released_by), so "
-    "it is in `others`: the released one is told and concluded with for_parent=False (the annotation is "
-    "consumed), the parent 'stays retained: its sub-handler(s) parent/x ... still retain', and the person "
-    "must release x as well. ")
-
-
-@pytest.mark.parametrize("released", [
-    "parent/x",
-    pytest.param("parent/x/y", marks=pytest.mark.xfail(strict=True, reason=_MIDDLE_LEFT_RETAINED + (
-        "y's own release takes z with it (1db1e7e), but x, retained for y, stays and the parent with it."))),
-    pytest.param("parent/x/y/z", marks=pytest.mark.xfail(strict=True, reason=_MIDDLE_LEFT_RETAINED + (
-        "z's release leaves both y and x retained (each retained only for z), and the parent with them."))),
-])
+@pytest.mark.parametrize("released", ["parent/x", "parent/x/y", "parent/x/y/z"])
 async def test_a_release_at_any_depth_of_three_levels_releases_everything_below_and_above(
         server: Server, caplog: pytest.LogCaptureFixture, released: str) -> None:
     """Each of ``x``, ``y``, ``z`` retained for the one below; the person releases one by its own
@@ -203,21 +186,7 @@ async def test_a_release_at_any_depth_of_three_levels_releases_everything_below_
         assert told(trace, handler_id) == ["Fatal", "Fatal"], (handler_id, trace.steps)
 
 
-_BELOW_SKIPS_ITS_RETRY = (
-    "New in 1db1e7e: released_children adds the sub-handlers retained below each released one "
-    "(retained_children) without the `not deadlines.retrying(record)` filter the released ones pass, so "
-    "a child whose release waits for its retry deadline (an observer failed on it) is in "
-    "released_children(parent) before that deadline: child_released wakes the parent on the next event "
-    "(the cycle's own write of the deadline is one), and releases.released concludes it at once "
-    "(released_with): its retry is not waited for, as releases.release and the own-release branch "
-    "(waiting = [... if deadlines.retrying(child)]) promise. ")
-
-
-@pytest.mark.parametrize("fails_on", [
-    pytest.param("parent/x/y", marks=pytest.mark.xfail(strict=True, reason=_BELOW_SKIPS_ITS_RETRY + (
-        "Here y's failed release is retried on the very next event, not due: the finalizer and the "
-        "annotation go before the deadline."))),
-    "parent/x", "parent"])
+@pytest.mark.parametrize("fails_on", ["parent/x/y", "parent/x", "parent"])
 async def test_a_middles_own_release_with_an_observer_failing_once(
         server: Server, caplog: pytest.LogCaptureFixture, fails_on: str) -> None:
     """``x``'s own release under a retained parent, ``y`` released with it; an observer fails once
@@ -247,9 +216,6 @@ async def test_a_middles_own_release_with_an_observer_failing_once(
         assert told(trace, handler_id) == expected, (handler_id, trace.steps)
 
 
-@pytest.mark.xfail(strict=True, reason=_BELOW_SKIPS_ITS_RETRY + (
-    "Here x's own release, set while y's own release waits for its retry, releases y (and x, parent, the "
-    "finalizer) on the next event, before y's deadline."))
 async def test_a_middles_own_release_while_its_childs_release_retry_is_pending(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     """``y``'s own release first, an observer failing on it: ``y`` waits with a retry deadline. The
@@ -300,10 +266,6 @@ async def test_a_middles_own_release_releases_a_child_whose_earlier_release_was_
         assert told(trace, handler_id) == ["Fatal", "Fatal"], (handler_id, trace.steps)
 
 
-@pytest.mark.xfail(strict=True, reason=_BELOW_SKIPS_ITS_RETRY + (
-    "With an observer failing for good on y, each event (each the cycle's own write of a new deadline, "
-    "in a running operator) tells y's release again: a loop on the cycle's own write, no retry delay; the "
-    "finalizer is kept (fail closed)."))
 async def test_a_middles_own_release_with_a_childs_observer_failing_for_good_waits_for_each_retry(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     """``x``'s own release under a retained parent; an observer fails for good on ``y``'s release:
@@ -324,8 +286,6 @@ async def test_a_middles_own_release_with_a_childs_observer_failing_for_good_wai
     assert len(told(trace, "parent/x/y")) == before, trace.steps[-3:]
 
 
-@pytest.mark.xfail(strict=True, reason=_MIDDLE_LEFT_RETAINED + (
-    "Two levels: y's release concludes y alone; x and the parent stay retained; the annotation is gone."))
 async def test_a_leafs_release_under_a_retained_middle_under_a_retained_parent_releases_all(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     """``parent`` retained for ``x``, ``x`` for ``y`` (a leaf); the person releases ``y`` by its stamp:
@@ -344,15 +304,8 @@ async def test_a_leafs_release_under_a_retained_middle_under_a_retained_parent_r
         assert told(trace, handler_id) == ["Fatal", "Fatal"], (handler_id, trace.steps)
 
 
-# --- a top-level p/q that is not among the cycle's handlers (89e82b5 leaves out only the cycle's) -----
+# --- a top-level p/q that is not among the cycle's handlers (89e82b5 left out only the cycle's: fail open) -----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "New in 89e82b5 (main), fail open: retentions.sub_records leaves out the ids of cycle.handlers, the "
-    "handlers Kopf passes for this cause, which are only those matching the object now (labels=, "
-    "annotations=, when=). p/q filtered out, its retained record is read as p's child by its id's shape: "
-    "waiting.wakes(p) -> child_released, releases.released(p) -> released_children = {p/q} (its own "
-    "stamp), released_with concludes p/q, p is released through it and the finalizer goes, though p "
-    "was never released. At aadce32 (changing_ids of the registry, any filter) it held."))
 async def test_a_top_level_p_q_filtered_out_of_the_cycle_is_no_child_of_p(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
     """Top-level ``p`` and ``p/q`` (``labels={"team": "a"}``), both retained; the object's label then

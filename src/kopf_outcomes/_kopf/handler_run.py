@@ -46,7 +46,7 @@ from kopf_outcomes._kopf.internals import (
 )
 from kopf_outcomes._kopf.kopf_runs import build, option
 from kopf_outcomes._kopf.marks import Held
-from kopf_outcomes._kopf.retentions import holds_retained_child
+from kopf_outcomes._kopf.retentions import holds_retained_child, kopf_retains_any
 from kopf_outcomes.finalizer import fault
 from kopf_outcomes.kinds import STOCK
 from kopf_outcomes.manager import PluginManager
@@ -295,9 +295,10 @@ class Runs:
             return self.carried_out(turn, waiting, outcome.subrefs)
         if not outcome.final:
             return None
-        # A parent ending for good (its retries= or timeout=) must not release what a child retains,
-        # nor what one may retain where the memory that would say is unreadable.
-        held = holds_retained_child(cycle, handler_id) or (cycle.unreadable and bool(state.subrefs or outcome.subrefs))
+        # A parent ending for good (its retries= or timeout=) must not release what a child retains: by
+        # the memory, or by Kopf's progress of its sub-handlers where the memory has none of them.
+        held = holds_retained_child(cycle, handler_id) or kopf_retains_any(
+            cycle, cause, [sub for sub in (*state.subrefs, *outcome.subrefs) if str(sub) not in cycle.records])
         if not held and option(self.plugins, handler, cause, "fatal_on_delete") != "retain":
             return None
         turn = translation.turn_of(self.plugins, cycle, handler, cause, state, settings,

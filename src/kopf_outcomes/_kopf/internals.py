@@ -62,11 +62,11 @@ __all__ = [
     "APIForbiddenError", "CHANGE", "Cause", "ErrorsMode", "ExtraContext", "Handler", "HandlerChildrenRetry",
     "HandlerId", "HandlerState", "KopfOutcome", "KopfResult", "LifeCycleFn", "OperatorSettings", "SUBHANDLER",
     "SUPPORTED", "State", "afresh", "aiotoggles", "application", "cause_var", "changes_only", "changing_ids",
-    "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label", "finalizers", "handler_var",
-    "index_ids", "indexing", "kind_of", "kopf_api", "kopf_api_errors", "no_extra_context", "observation",
-    "operator_registry", "operator_writes", "patches", "processor_keywords", "progress_of", "progresses", "queueing",
-    "raw_body_of", "registered_ids", "resource_deletion_ids", "runtime_of", "subsettings_var", "unheld", "watching",
-    "with_outcomes",
+    "check_version", "default_backoff", "deletion_ids", "execution", "filters_by_label", "finalizers",
+    "handler_var", "index_ids", "indexing", "kind_of", "kopf_api", "kopf_api_errors", "no_extra_context",
+    "observation", "operator_registry", "operator_resource", "operator_writes", "patches", "processor_keywords",
+    "progress_of", "progresses", "queueing", "raw_body_of", "registered_ids", "resource_changing_ids",
+    "resource_deletion_ids", "runtime_of", "subsettings_var", "unheld", "watching", "with_outcomes",
 ]
 
 # The oldest and the newest minor versions of Kopf that the patch was tested with.
@@ -164,8 +164,9 @@ def operator_writes(settings: OperatorSettings) -> OperatorWrites:
     return found
 
 
-# The operator's registry, known to the object's worker (Kopf passes it to the processor).
+# The operator's registry and the resource of the object's worker (Kopf passes both to the processor).
 operator_registry: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_registry", default=None)
+operator_resource: contextvars.ContextVar[Any] = contextvars.ContextVar("kopf_outcomes_resource", default=None)
 _found_ids: weakref.WeakKeyDictionary[Any, dict[tuple[str, bool], tuple[int, frozenset[str]]]] = (
     weakref.WeakKeyDictionary())
 
@@ -218,6 +219,12 @@ def filters_by_label(registry: Any, resource: Any, label: str) -> bool | None:
            for handler in handlers):
         return None
     return False
+
+
+def resource_changing_ids(registry: Any, resource: Any) -> frozenset[str]:
+    """The ids of the operator's change handlers of this resource, whatever their filters."""
+    return frozenset(str(handler.id) for handler in registry._changing.get_all_handlers()
+                     if handler.selector is None or handler.selector.check(resource))
 
 
 def resource_deletion_ids(registry: Any, resource: Any) -> frozenset[str]:

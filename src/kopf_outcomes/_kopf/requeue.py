@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from kopf_outcomes import objects, shards
 from kopf_outcomes._kopf import held, listing, selection
-from kopf_outcomes._kopf.internals import changes_only, operator_registry, processor_keywords
+from kopf_outcomes._kopf.internals import changes_only, operator_registry, operator_resource, processor_keywords
 from kopf_outcomes.memory import MemoryRecord
 
 TOLERANCE = 0.5  # seconds: a grid point this close is due now
@@ -213,6 +213,7 @@ def wrap_worker(original: Callable[..., Awaitable[None]], gone: Gone) -> Callabl
         pause = pause if pause is not None else keywords.get("operator_paused")
         registry, resource, settings = keywords.get("registry"), keywords.get("resource"), keywords.get("settings")
         operator_registry.set(registry)  # this worker's task: the cycles of this object
+        operator_resource.set(resource)
         sharded = held.shards_resource(registry, resource)
         held.sharded.set(sharded)  # a declared shard refuses only its resource's
         _runs.set({})

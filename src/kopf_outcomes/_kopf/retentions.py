@@ -5,13 +5,14 @@ that waits for its retry. A forged or leftover value can only keep a finalizer, 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from kopf_outcomes import memory
 from kopf_outcomes._kopf import deadlines
 from kopf_outcomes._kopf.cycle import EMPTY, Cycle, records_as_patched
-from kopf_outcomes._kopf.internals import Cause, Handler
+from kopf_outcomes._kopf.internals import Cause, Handler, HandlerId, operator_resource, resource_changing_ids
+from kopf_outcomes._kopf.marks import RETAINED_MARK
 from kopf_outcomes.memory import MemoryRecord
 
 
@@ -59,6 +60,22 @@ def holds_retained_child(cycle: Cycle, parent_id: str) -> bool:
     return bool(retained_children(cycle, parent_id))
 
 
+def kopf_retains_any(cycle: Cycle, cause: Cause, handler_ids: Collection[str]) -> bool:
+    """Whether Kopf's own progress of any of these sub-handlers carries our retained mark: what the
+    memory would say where it cannot be read (garbled, or dropped as such by an earlier cycle). A
+    progress that cannot be read holds as a retained one does."""
+    body, storage = getattr(cause, "body", None), cycle.settings.persistence.progress_storage
+    for handler_id in handler_ids:
+        try:
+            progress = storage.fetch(key=HandlerId(handler_id), body=body) if body is not None else None
+        except Exception:  # noqa: BLE001 - a storage of the user's: unknown
+            return True
+        message = (progress or EMPTY).get("message")
+        if isinstance(message, str) and message.endswith(RETAINED_MARK) and not (progress or EMPTY).get("failure"):
+            return True
+    return False
+
+
 def retained_children(cycle: Cycle, parent_id: str) -> set[str]:
     """The sub-handlers of this parent (of any depth) that retain the finalizer."""
     return {handler_id for handler_id, record in sub_records(cycle, parent_id).items()
@@ -67,9 +84,13 @@ def retained_children(cycle: Cycle, parent_id: str) -> set[str]:
 
 def sub_records(cycle: Cycle, parent_id: str) -> dict[str, MemoryRecord]:
     """The records of this parent's sub-handlers (``parent/child``, any depth). A handler of the
-    cycle whose id extends the parent's with a ``/`` (``id="p/q"`` beside ``p``) is none of them; no
-    sub-handler of the object can have such an id (Kopf keeps both progresses under the id)."""
+    object's resource whose id extends the parent's with a ``/`` (``id="p/q"`` beside ``p``, matching
+    the object or filtered out) is none of them; no sub-handler of the object can have such an id
+    (Kopf keeps both progresses under the id)."""
     prefix, own = f"{parent_id}/", {str(handler.id) for handler in cycle.handlers}
+    registry, resource = cycle.registry, operator_resource.get()
+    if registry is not None and resource is not None:
+        own |= resource_changing_ids(registry, resource)
     return {handler_id: record for handler_id, record in cycle.records.items()
             if handler_id.startswith(prefix) and handler_id not in own}
 
@@ -82,12 +103,24 @@ def child_released(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> boo
 def released_children(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> dict[str, MemoryRecord]:
     """The retained sub-handlers of this parent (of any depth) that a person released (a middle one
     through its own sub-handler too: :func:`release_granted`), their retry come."""
-    released = {handler_id: record for handler_id, record in sub_records(cycle, parent_id).items()
-                if record["outcome"] == "retained" and release_granted(cycle, handler_id, body, record)
-                and not deadlines.retrying(record)}
-    # A sub-handler's own release releases the sub-handlers retained with it, as a parent's does.
-    return {**{below: cycle.records[below] for handler_id in released
-               for below in retained_children(cycle, handler_id)}, **released}
+    retained = {handler_id: record for handler_id, record in sub_records(cycle, parent_id).items()
+                if record["outcome"] == "retained"}
+    granted = {handler_id for handler_id, record in retained.items()
+               if release_granted(cycle, handler_id, body, record)}
+    # A sub-handler's own release releases the sub-handlers retained with it, as a parent's does; a
+    # middle retained only for those released is released through them, as a parent is.
+    for middle in sorted(retained, key=len, reverse=True):  # the deepest first
+        below = retained_children(cycle, middle)
+        if middle in granted:
+            granted |= below
+        elif below and below <= granted:
+            granted.add(middle)
+    released = {}
+    for handler_id in sorted(granted, key=len, reverse=True):  # below before above: each told before its middle
+        waiting = retained_children(cycle, handler_id) | {handler_id}
+        if not any(deadlines.retrying(retained[below]) for below in waiting):  # else it waits for that retry
+            released[handler_id] = retained[handler_id]
+    return released
 
 
 def child_release_retried(cycle: Cycle, parent_id: str, body: Mapping[str, Any]) -> bool:
