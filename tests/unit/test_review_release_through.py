@@ -103,28 +103,7 @@ async def test_a_handler_retained_by_its_own_fatal_goes_through_its_only_retaine
 
 # --- a leaf's release through a retained middle under a retained parent, an observer failing ---------
 
-_MIDDLE_RETRY_LOST = pytest.mark.xfail(strict=True, reason=(
-    "New in b5e3717 (a middle under a retained parent is released through its retained sub-handler): "
-    "releases.released_with concludes y, then x, with release(); the observer fails on x, so "
-    "release_retried writes x's record with a deadline but no released_by (only releases.released, for "
-    "the handler Kopf runs, keeps one), while y is concluded and its record gone. At the retry "
-    "release_granted(x) is false (the annotation carries y's entry, x has no released_by) and "
-    "retained_children(x) is empty: released_children(parent) is empty, release_stands(parent) false, "
-    "still_retained keeps the parent. The person's release is lost: the finalizer, the annotation and x's "
-    "stale deadline stay for good (fail closed, stranded until x or parent is released by its own stamp). "
-    "Kopf 1.37 and newer alike."))
-_PARENT_RETRY_LOST = pytest.mark.xfail(strict=True, reason=(
-    "New in b5e3717: releases.released keeps, for the parent's retried release, released_by = the entry "
-    "of list(children.items())[-1]; released_children now orders them deepest first, so the last is the "
-    "middle x released through y, and its entry 'parent/x@<x's stamp>' is not in the annotation (it "
-    "carries y's). y and x are concluded; at the parent's retry memory.release_carries(body, 'parent/x@..') "
-    "is false and no retained sub-handler is left, so release_stands is false: still_retained drops "
-    "released_by and the parent stays retained for good with the annotation (fail closed, the person's "
-    "release lost). Kopf 1.37 and newer alike."))
-
-
-@pytest.mark.parametrize("fails_on", ["parent/x/y", pytest.param("parent/x", marks=_MIDDLE_RETRY_LOST),
-                                      pytest.param("parent", marks=_PARENT_RETRY_LOST)])
+@pytest.mark.parametrize("fails_on", ["parent/x/y", "parent/x", "parent"])
 async def test_a_leafs_release_through_a_middle_under_a_retained_parent_with_an_observer_failing_once(
         server: Server, caplog: pytest.LogCaptureFixture, fails_on: str) -> None:
     """``parent`` retained for ``x``, ``x`` for ``y``; the person releases ``y`` by its stamp (``x``

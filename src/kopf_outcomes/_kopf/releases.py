@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Mapping
+from typing import Any
 
 import kopf
 
@@ -20,6 +22,7 @@ from kopf_outcomes._kopf.kopf_runs import body_of
 from kopf_outcomes._kopf.marks import PARKED_DELAY, Retained
 from kopf_outcomes._kopf.retentions import (
     release_answers_another,
+    release_granted,
     release_stands,
     released_children,
     retained_children,
@@ -49,6 +52,7 @@ def released(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
         return release(turn, record) if deadline is None else release_retried(turn, record, deadline)
     children = released_children(cycle, handler_id, body)  # released through its retained sub-handlers
     others = sorted(retained_children(cycle, handler_id) - children.keys())
+    children = {child_id: through(cycle, body, child_id, child, children) for child_id, child in children.items()}
     deadline = released_with(turn, state, settings, children, for_parent=not others)
     if deadline is not None:  # an observer failed on a child's release: both wait for its retry
         return release_retried(turn, record, deadline)
@@ -58,9 +62,36 @@ def released(plugins: PluginManager, cycle: Cycle, handler: Handler, cause: Caus
             return release_retried(turn, record, retried[0])
         return still_retained(turn, record, f"its sub-handler(s) {', '.join(others)} still retain the finalizer; "
                                             f"their release releases it.")
-    if children:  # the release it leaves to the parent, kept where that is retried
-        record = memory.MemoryRecord(**{**record, "released_by": memory.release_value(*list(children.items())[-1])})
+    entry = granting_entry(cycle, body, handler_id, children)
+    if entry is not None:  # the release it leaves to the parent, kept where that is retried
+        record = memory.MemoryRecord(**{**record, "released_by": entry})
     return release(turn, record)
+
+
+def granting_entry(cycle: Cycle, body: Mapping[str, Any], handler_id: str,
+                   released: Mapping[str, memory.MemoryRecord]) -> str | None:
+    """The release annotation's entry that releases this handler through its released sub-handlers:
+    the one answering a sub-handler's own retention, or the one a sub-handler was released by."""
+    prefix = f"{handler_id}/"
+    for child_id, child in released.items():
+        if child_id.startswith(prefix) and memory.release_answers(body, child_id, child, cycle.keys):
+            return memory.release_value(child_id, child)
+    for child_id, child in released.items():
+        granted = child.get("released_by")
+        if child_id.startswith(prefix) and granted is not None and release_granted(cycle, child_id, body, child):
+            return granted
+    return None
+
+
+def through(cycle: Cycle, body: Mapping[str, Any], child_id: str, child: memory.MemoryRecord,
+            released: Mapping[str, memory.MemoryRecord]) -> memory.MemoryRecord:
+    """A sub-handler released through those below it (not by its own release) keeps the entry that
+    released them (``released_by``), so that its release, retried where an observer fails on it, still
+    stands when those below are gone."""
+    if memory.release_answers(body, child_id, child, cycle.keys) or "released_by" in child:
+        return child
+    entry = granting_entry(cycle, body, child_id, released)
+    return child if entry is None else memory.MemoryRecord(**{**child, "released_by": entry})
 
 
 def released_with(parent: Turn, state: HandlerState, settings: OperatorSettings,
