@@ -7,16 +7,15 @@ sub-handlers retains), each through Kopf's real processing of one object (:mod:`
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import kopf
 import pytest
 
-import kopf_outcomes
 from kopf_outcomes import Fatal, Retry
 from kopf_outcomes._kopf import retentions, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
+from tests.unit.observed_process import installed
 from tests.unit.one_object import Operator, Server, server
 from tests.unit.releases import stamped
 from tests.unit.test_review_break7 import due_within
@@ -33,17 +32,7 @@ from tests.unit.test_review_restructure import (
 )
 from tests.unit.test_review_wave5 import told_waits
 
-__all__ = ["server"]
-
-
-@pytest.fixture(autouse=True)
-def installed(unpatched: None) -> Iterator[None]:
-    kopf_outcomes.install(entry_points=False, events=False, plugins=[Observer()])
-    Observer.armed, Observer.told = {}, []
-    unrecorded._final.clear()  # this process's conclusions: each test is a new process
-    retentions._SAID.clear()
-    yield
-    unrecorded._final.clear()
+__all__ = ["installed", "server"]
 
 
 def retaining(runs: list[str], name: str) -> Any:

@@ -8,35 +8,22 @@ processing of one object (:mod:`.one_object`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import kopf
 import pytest
 
-import kopf_outcomes
 from kopf_outcomes import Fatal
-from kopf_outcomes._kopf import retentions, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
 from tests.unit.kopf_objects import configuration
+from tests.unit.observed_process import installed
 from tests.unit.one_object import RESOURCE, Operator, Server, server
 from tests.unit.releases import stamped
 from tests.unit.test_review_child_release import outcomes, retaining
 from tests.unit.test_review_own_release import GARBLED, parent_retained_with_a_retained_middle
 from tests.unit.test_review_restructure import Observer, Trace, deletion_operator, events, returning, told
-from tests.unit.test_review_sub_records import Unregistered
 
-__all__ = ["server"]
-
-
-@pytest.fixture(autouse=True)
-def installed(unpatched: None) -> Iterator[None]:
-    kopf_outcomes.install(entry_points=False, events=False, plugins=[Observer()])
-    Observer.armed, Observer.told = {}, []
-    unrecorded._final.clear()  # this process's conclusions: each test is a new process
-    retentions._SAID.clear()
-    yield
-    unrecorded._final.clear()
+__all__ = ["installed", "server"]
 
 
 def later() -> object:
@@ -256,39 +243,6 @@ async def test_a_parents_final_failure_is_held_by_its_retained_child_under_each_
     trace.dump()
     assert server.finalized and runs.count("a") == 1, (runs, trace.steps[-3:])
     assert told(trace, "parent/a") == ["Fatal", "Fatal"], trace.steps
-
-
-# --- a worker that does not know its resource, with a filtered top-level p/q ---------------------------
-
-@pytest.mark.xfail(strict=True, reason=(
-    "Not closed by b5e3717 (pre-existing since aadce32/89e82b5): where the worker's contextvars are not "
-    "set (Kopf's processing entered without requeue.wrap_worker: no operator_registry, no "
-    "operator_resource), retentions.sub_records leaves out only cycle.handlers, so a top-level p/q "
-    "filtered out of the cycle (labels=) is read as p's sub-handler: released_children(p) releases p "
-    "through it (WARNING 'Handler 'p/q' is released'), p is done and Kopf removes the finalizer: fail "
-    "open where the resource is unknown (docs/safety.md: an unknown holds; this is a fallback that can "
-    "release). Reachable only outside a wrapped worker. Kopf 1.37 and newer alike."))
-async def test_without_a_known_resource_a_filtered_top_level_p_q_is_no_child_of_p(
-        server: Server, caplog: pytest.LogCaptureFixture) -> None:
-    """Top-level ``p`` and ``p/q`` (``labels={"team": "a"}``), both retained; Kopf's processing entered
-    without the worker's contextvars (no registry, no resource); the label changes (``p/q`` leaves
-    the cycle) and the person releases ``p/q``: ``p`` was never released, the finalizer stays."""
-    trace = Trace("unregistered-filtered-p-q", caplog)
-    runs: list[str] = []
-    server.body["metadata"]["labels"] = {"team": "a"}
-    registry = kopf.OperatorRegistry()
-    kopf.on.delete(*RESOURCE, registry=registry, id="p")(retaining(runs, "p"))
-    kopf.on.delete(*RESOURCE, registry=registry, id="p/q", labels={"team": "a"})(retaining(runs, "p/q"))
-    op = Unregistered(server, registry)
-    await events(op, server, trace, 4, aged=3600)
-    assert outcomes(server) == {"p": "retained", "p/q": "retained"}, trace.steps
-    server.body["metadata"]["labels"] = {"team": "b"}
-    server.annotations[DEFAULT_KEYS.release] = stamped(server.annotations, "p/q")
-    server.age(1)
-    await events(op, server, trace, 3, aged=3600)
-    trace.dump()
-    assert not server.finalized, (outcomes(server), trace.steps[-3:])
-    assert outcomes(server).get("p") == "retained" and told(trace, "p") == ["Fatal"], trace.steps[-3:]
 
 
 # --- a released sub-handler's progress does not hold its parent's later final failure ---------------

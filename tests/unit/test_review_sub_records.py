@@ -6,15 +6,13 @@ through Kopf's real processing of one object (:mod:`.one_object`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import kopf
 import pytest
 
-import kopf_outcomes
-from kopf_outcomes._kopf import retentions, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
+from tests.unit.observed_process import installed
 from tests.unit.one_object import RESOURCE, Operator, Server, server
 from tests.unit.releases import stamped
 from tests.unit.test_review_child_release import outcomes, retaining
@@ -28,19 +26,9 @@ from tests.unit.test_review_restructure import (
     told,
 )
 
-__all__ = ["server"]
+__all__ = ["installed", "server"]
 
 OTHER = ("kopf.dev", "v1", "otherexamples")  # another resource of the same operator
-
-
-@pytest.fixture(autouse=True)
-def installed(unpatched: None) -> Iterator[None]:
-    kopf_outcomes.install(entry_points=False, events=False, plugins=[Observer()])
-    Observer.armed, Observer.told = {}, []
-    unrecorded._final.clear()  # this process's conclusions: each test is a new process
-    retentions._SAID.clear()
-    yield
-    unrecorded._final.clear()
 
 
 def parent_of_q(runs: list[str]) -> Any:
@@ -306,18 +294,28 @@ async def test_a_leafs_release_under_a_retained_middle_under_a_retained_parent_r
 
 # --- a top-level p/q that is not among the cycle's handlers (89e82b5 left out only the cycle's: fail open) -----
 
+_UNKNOWN_RESOURCE = pytest.mark.xfail(strict=True, reason=(
+    "A known limit, reachable only outside a wrapped worker (Kopf's processing entered without "
+    "requeue.wrap_worker: no operator_registry, no operator_resource): retentions.sub_records then leaves "
+    "out only cycle.handlers, so a top-level p/q filtered out of the cycle (labels=) is read as p's "
+    "sub-handler, p is released through it and Kopf removes the finalizer. Every operator's worker is "
+    "wrapped. Kopf 1.37 and newer alike (helper breakfinal)."))
+
+
+@pytest.mark.parametrize("operator", [Operator, pytest.param(Unregistered, marks=_UNKNOWN_RESOURCE)],
+                         ids=["worker", "no-worker"])
 async def test_a_top_level_p_q_filtered_out_of_the_cycle_is_no_child_of_p(
-        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+        server: Server, caplog: pytest.LogCaptureFixture, operator: type[Operator]) -> None:
     """Top-level ``p`` and ``p/q`` (``labels={"team": "a"}``), both retained; the object's label then
     changes (``p/q`` no longer matches: Kopf leaves it out of the cycle's handlers) and the person
     releases ``p/q`` by its stamp. ``p`` was never released: it stays retained, the finalizer too."""
-    trace = Trace("filtered-top-level-p-q", caplog)
+    trace = Trace(f"filtered-top-level-p-q-{operator.__name__}", caplog)
     runs: list[str] = []
     server.body["metadata"]["labels"] = {"team": "a"}
     registry = kopf.OperatorRegistry()
     kopf.on.delete(*RESOURCE, registry=registry, id="p")(retaining(runs, "p"))
     kopf.on.delete(*RESOURCE, registry=registry, id="p/q", labels={"team": "a"})(retaining(runs, "p/q"))
-    op = Operator(server, registry)
+    op = operator(server, registry)
     await events(op, server, trace, 4, aged=3600)
     assert outcomes(server) == {"p": "retained", "p/q": "retained"}, trace.steps
     server.body["metadata"]["labels"] = {"team": "b"}
