@@ -7,32 +7,20 @@ of one object (:mod:`.one_object`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import kopf
 import pytest
 
-import kopf_outcomes
-from kopf_outcomes._kopf import retentions, unrecorded
 from kopf_outcomes.memory import DEFAULT_KEYS
+from tests.unit.observed_process import installed
 from tests.unit.one_object import Server, server
 from tests.unit.releases import stamped
 from tests.unit.test_review_child_release import outcomes, retaining
 from tests.unit.test_review_own_release import parent_retained_with_a_retained_middle
 from tests.unit.test_review_restructure import Observer, Trace, deletion_operator, events, returning, told
 
-__all__ = ["server"]
-
-
-@pytest.fixture(autouse=True)
-def installed(unpatched: None) -> Iterator[None]:
-    kopf_outcomes.install(entry_points=False, events=False, plugins=[Observer()])
-    Observer.armed, Observer.told = {}, []
-    unrecorded._final.clear()  # this process's conclusions: each test is a new process
-    retentions._SAID.clear()
-    yield
-    unrecorded._final.clear()
+__all__ = ["installed", "server"]
 
 
 def later() -> object:
