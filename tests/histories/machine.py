@@ -346,7 +346,7 @@ class Histories(RuleBasedStateMachine):
         seen = int(event.object["metadata"].get("resourceVersion", 0))
         if any(seen < version for version in self.garbled):
             stale = old_view = True  # a view from before the garbage: its write may put the old records back
-        recorded = set(self._records_shown())
+        recorded = self._records_shown()
         retained = self._retentions_shown()
         for handler_id in self._waits_shown():  # a wait shown again (an old view's write put it back) holds
             self.landing.pop(handler_id, None)
@@ -394,7 +394,9 @@ class Histories(RuleBasedStateMachine):
                 # applies its refused removal at a next cycle, before any handler runs, as stock Kopf does
                 self.landing[run.handler] = concluded
         if old_view:
-            self._lost(recorded - set(self._records_shown()) - {run.handler for run in runs})
+            shown = self._records_shown()  # a record gone, or put back as the old view shows it, is lost
+            self._lost({hid for hid, record in recorded.items() if shown.get(hid) != record}
+                       - {run.handler for run in runs})
         else:
             self._release_concluded(retained - self._retentions_shown() - {run.handler for run in runs}, event, written)
         for handler_id in self._retentions_shown() - retained - {run.handler for run in runs}:
@@ -459,8 +461,9 @@ class Histories(RuleBasedStateMachine):
 
     def _lost(self, handlers: set[str]) -> None:
         """A cycle on an old view wrote the memory as that view showed it: the records written after
-        that view, of handlers it did not run, are lost (safety.md). A lost memory keys the state as it
-        is now (memory.md): where the operator's own writes are in it, those handlers are re-keyed."""
+        that view, of handlers it did not run, are lost (safety.md), whether that view shows none or an
+        older one (about the state before the operator's later own writes). A lost memory keys the state
+        as it is now (memory.md): where the operator's own writes are in it, those handlers are re-keyed."""
         if handlers and any(key.startswith("own-") for key in (self.api.body or {}).get("status") or {}):
             self.keys = {seen: key for seen, key in self.keys.items() if seen[0] not in handlers}
         self.unrecorded |= handlers

@@ -302,6 +302,33 @@ def test_a_stale_views_memory_write_rekeys_only_as_a_lost_memory_does(monkeypatc
         assert "hdl3-delete" not in history._records_shown()  # its record lost to that view's write
 
 
+def test_a_stale_views_older_record_rekeys_as_a_lost_memory_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the generated histories (on 1953472 alike): the deletion handler parks, writing its own
+    status at every run (each run's record is about the state that run's patch leaves). Then an event
+    older than its last run (a lagging API server) runs another deletion handler; that PATCH writes
+    the memory as that view shows it: the parked handler's record is not gone but put back as it was
+    before its last own write, about neither the state the object shows nor that state without the
+    write (``before_status``). The record written after that view is lost (safety.md): its next run is
+    a lost memory's, keyed from the state as it is now, its later own writes in it, so a new key
+    (memory.md: "that older view's cycle writes the memory as the view shows it"). The oracle took
+    only a record gone as lost, not one put back older; what the stale view does to
+    ``acted_on_this_state`` stays stale-view's (waived here, the key check is not)."""
+    monkeypatch.setattr(machine, "KNOWN_OPEN", frozenset({"stale-view"}))
+    handlers = (HandlerSpec("hdl0-delete", "delete", {}), HandlerSpec("hdl1-delete", "delete", {}),
+                HandlerSpec("hdl2-create", "create", {}), HandlerSpec("hdl3-delete", "delete", {}))
+    behaviours = ["success", "success", "success", "pending_recheck", "success", "success"]
+    with machine.replayed(handlers, behaviours, policy=PolicySpec({}, {}), plugin=True) as history:
+        history.delete()
+        history.handler_writes_its_own_status(index=3)
+        history.behaviour_changes(behaviour="raise_retry", index=5)
+        history.deliver(count=4, crash=None, latest=False)  # hdl3 parks, and runs again on its own write
+        history.behaviour_changes(behaviour="success", index=1)
+        history.deliver(count=3, crash=None, latest=False)  # hdl1 succeeds, hdl3 parks again on its own write
+        before = history._records_shown()["hdl3-delete"]
+        history.deliver_stale(back=1)  # the view before hdl3's last own write: hdl1 runs on it
+        assert history._records_shown()["hdl3-delete"] != before  # its record put back as that view shows it
+
+
 def test_a_conclusion_whose_write_is_refused_is_not_taken_as_persisted() -> None:
     """Found by the full run of this branch (611 histories, on main's oracle alike): the deletion
     handler parks, a label changes and it parks again about that state. An event from before both
