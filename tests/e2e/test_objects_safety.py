@@ -36,9 +36,7 @@ async def delete_and_hold(api: Any, objects: Any, namespace: str, name: str,
     """A parent with one child, deleted; it must stay while its child does; returns the child."""
     parent = await create_example(objects, namespace, name)
     [child] = await make_children(api, namespace, parent, 1)
-    # Kopf's own first cycle of the object (in a namespace created after the start: once its watch
-    # starts) took over 20 s on a loaded 2-core machine (CI beside other runs), on older code too.
-    await eventually(lambda: finalizer_added(objects, namespace, name), what="the finalizer", timeout=60)
+    await eventually(lambda: finalizer_added(objects, namespace, name), what="the finalizer")
     await objects.delete_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfexamples", name)
     await waiting()
     await asyncio.sleep(HELD)

@@ -241,14 +241,8 @@ async def test_a_middles_own_release_under_a_waiting_parent(
         assert told(trace, handler_id).count("Fatal") == (3 if handler_id == fails_on else 2), (handler_id, trace.steps)
 
 
-@pytest.mark.parametrize("fails_on", [None, "parent/x", "parent/x/y"])
-async def test_a_parents_own_release_over_a_retained_middle_and_its_child(
-        server: Server, caplog: pytest.LogCaptureFixture, fails_on: str | None) -> None:
-    """``parent`` retained (its retries= spent) with ``x`` retained for ``x/y``: the parent's own
-    release releases all three, each told once as released, nothing runs again."""
-    trace = Trace(f"own-release-over-a-middle-{fails_on}".replace("/", "-"), caplog)
-    runs: list[str] = []
-
+def parent_retained_with_a_retained_middle(runs: list[str]) -> Any:
+    """``parent`` (retries=2 at registration) whose ``x`` (retries=1) is retained for its ``y``."""
     async def middle(**_: Any) -> None:
         runs.append("x")
         await kopf.execute(fns={"y": retaining(runs, "y"),
@@ -258,8 +252,17 @@ async def test_a_parents_own_release_over_a_retained_middle_and_its_child(
         runs.append("parent")
         kopf.subhandler(id="x", retries=1)(middle)
         kopf.subhandler(id="b", retries=5)(returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1)))
+    return parent
 
-    op = deletion_operator(server, {"parent": parent}, retries=2)
+
+@pytest.mark.parametrize("fails_on", [None, "parent/x", "parent/x/y"])
+async def test_a_parents_own_release_over_a_retained_middle_and_its_child(
+        server: Server, caplog: pytest.LogCaptureFixture, fails_on: str | None) -> None:
+    """``parent`` retained (its retries= spent) with ``x`` retained for ``x/y``: the parent's own
+    release releases all three, each told once as released, nothing runs again."""
+    trace = Trace(f"own-release-over-a-middle-{fails_on}".replace("/", "-"), caplog)
+    runs: list[str] = []
+    op = deletion_operator(server, {"parent": parent_retained_with_a_retained_middle(runs)}, retries=2)
     await events(op, server, trace, 8, aged=3600)
     assert outcomes(server) == {"parent": "retained", "parent/x": "retained", "parent/x/y": "retained"}
     ran = len(runs)
@@ -460,20 +463,6 @@ async def test_a_parents_own_release_withdrawn_while_its_childs_retry_waits(
 
 
 # --- a middle's own release under a retained parent -------------------------------------------------
-
-def parent_retained_with_a_retained_middle(runs: list[str]) -> Any:
-    """``parent`` (retries=2 at registration) whose ``x`` (retries=1) is retained for its ``y``."""
-    async def middle(**_: Any) -> None:
-        runs.append("x")
-        await kopf.execute(fns={"y": retaining(runs, "y"),
-                                "z": returning(runs, "z", lambda: kopf.TemporaryError("later", delay=1))})
-
-    async def parent(**_: Any) -> None:
-        runs.append("parent")
-        kopf.subhandler(id="x", retries=1)(middle)
-        kopf.subhandler(id="b", retries=5)(returning(runs, "b", lambda: kopf.TemporaryError("later", delay=1)))
-    return parent
-
 
 async def test_a_middles_own_release_under_a_retained_parent_releases_its_child_with_it(
         server: Server, caplog: pytest.LogCaptureFixture) -> None:
